@@ -1,0 +1,7 @@
+"""gwbatch: batch searches of archived multi-detector gravitational-wave strain.
+
+The library: data model, conditioning, kernels, candidates, background and report.  It never
+imports Dask; orchestration lives in the ``workflow`` package.
+"""
+
+__version__ = "0.1.0"

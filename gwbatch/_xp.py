@@ -1,0 +1,97 @@
+"""The one place that decides between NumPy and CuPy.
+
+Kernels receive arrays and ask :func:`array_namespace` which module they belong to; they never
+import CuPy themselves.  CuPy is imported lazily, so ``import gwbatch`` works on a machine with no
+GPU and no CuPy.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from gwbatch.errors import ConfigError
+
+BACKENDS = ("numpy", "cupy")
+
+
+@functools.cache
+def _cupy() -> ModuleType | None:
+    try:
+        import cupy
+    except Exception:  # ImportError, or a CUDA runtime that fails to load
+        return None
+    return cupy
+
+
+@functools.cache
+def cupy_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device."""
+    cp = _cupy()
+    if cp is None:
+        return False
+    try:
+        return cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def resolve_backend(name: str) -> str:
+    """Turn ``auto``/``numpy``/``cupy`` into a concrete backend name, or explain why not."""
+    if name == "auto":
+        return "cupy" if cupy_available() else "numpy"
+    if name == "numpy":
+        return "numpy"
+    if name == "cupy":
+        if not cupy_available():
+            raise ConfigError(
+                "backend 'cupy' was requested but CuPy is not installed or sees no CUDA device; "
+                "install the gpu extra (pip install 'gwbatch[gpu]') or use backend: numpy"
+            )
+        return "cupy"
+    raise ConfigError(f"unknown backend {name!r}; allowed: auto, {', '.join(BACKENDS)}")
+
+
+def get_xp(backend: str) -> ModuleType:
+    """Array module for a resolved backend name."""
+    if resolve_backend(backend) == "cupy":
+        return _cupy()
+    return np
+
+
+def array_namespace(*arrays: Any) -> ModuleType:
+    """NumPy or CuPy, whichever owns the arrays; mixed inputs are refused."""
+    cp = _cupy()
+    kinds = set()
+    for a in arrays:
+        if a is None or np.isscalar(a):
+            continue
+        if cp is not None and isinstance(a, cp.ndarray):
+            kinds.add("cupy")
+        else:
+            kinds.add("numpy")
+    if len(kinds) > 1:
+        raise TypeError("mixed NumPy and CuPy arrays; move them to one device first")
+    return cp if kinds == {"cupy"} else np
+
+
+def to_host(a: Any) -> np.ndarray:
+    """A NumPy copy (or view) of a NumPy or CuPy array."""
+    if isinstance(a, np.ndarray):
+        return a
+    get = getattr(a, "get", None)
+    return get() if get is not None else np.asarray(a)
+
+
+def device_name(backend: str) -> str:
+    """Human-readable description of where ``backend`` runs, for logs and the manifest."""
+    if backend != "cupy":
+        return "cpu"
+    cp = _cupy()
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return f"cuda:{dev.id} {name} (pci {dev.pci_bus_id})"

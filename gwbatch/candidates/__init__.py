@@ -1,0 +1,1 @@
+"""Candidates: friends-of-friends merging, chunk-edge de-duplication, coincidence, tables, injections."""

@@ -1,0 +1,63 @@
+"""Conditioning shared by every search: PSD, whitening, gating, baseline, masks (ALGORITHMS.md §1).
+
+One code path for NumPy and CuPy: every function takes arrays and works in their namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gwbatch._xp import array_namespace
+from gwbatch.conditioning.baseline import running_median_baseline
+from gwbatch.conditioning.gating import apply_gating
+from gwbatch.conditioning.psd import MIN_SEGMENTS, psd_method
+from gwbatch.conditioning.whiten import snr2_per_energy, whiten, whitening_taps
+from gwbatch.config import ConditioningConfig
+
+
+@dataclass
+class Conditioned:
+    """A conditioned series on the backend's device, with its validity mask and what was done."""
+
+    data: object  # float64 array
+    valid: object  # bool array
+    gate_peaks: np.ndarray  # host sample indices (relative to the series start) of gate centres
+    gate_values: np.ndarray  # whitened |x| at each gate centre (σ)
+    psd_segments: int
+    snr2_per_energy: float | None  # rho^2 per unit whitened energy; None when not whitened
+    note: str = ""
+
+
+def filter_half_length(cfg: ConditioningConfig, sample_rate: float) -> int:
+    """Samples corrupted on each side of an edge or gap by conditioning (0 without whitening)."""
+    return int(round(cfg.filter_duration * sample_rate)) // 2 if cfg.whiten else 0
+
+
+def condition(x, valid, cfg: ConditioningConfig, sample_rate: float) -> Conditioned:
+    """Condition one series ``x`` (float64) whose usable samples are ``valid``."""
+    xp = array_namespace(x, valid)
+    snr2 = None
+    nseg = 0
+    if cfg.whiten:
+        freqs, psd, nseg = psd_method(cfg.psd.method)(x, valid, sample_rate, cfg.psd.segment)
+        if psd is None:
+            note = f"PSD not estimated: {nseg} fully valid {cfg.psd.segment:g} s segments (need {MIN_SEGMENTS})"
+            none = np.zeros(0, np.int64)
+            return Conditioned(xp.zeros_like(x), xp.zeros(x.size, dtype=bool), none, none.astype(float), nseg, None, note)
+        taps = whitening_taps(freqs, psd, sample_rate, int(round(cfg.filter_duration * sample_rate)), cfg.f_low, cfg.f_high)
+        data, valid = whiten(x, valid, taps)
+        snr2 = snr2_per_energy(sample_rate, cfg.f_low, cfg.f_high)
+    else:
+        data = xp.where(valid, x, 0.0)
+        if cfg.baseline is not None:
+            data = data - running_median_baseline(data, valid, max(1, int(round(cfg.baseline * sample_rate))))
+            data = xp.where(valid, data, 0.0)
+    peaks, values = np.zeros(0, np.int64), np.zeros(0)
+    if cfg.gating.threshold is not None:
+        data, valid, peaks, values = apply_gating(
+            data, valid, cfg.gating.threshold,
+            int(round(cfg.gating.half_width * sample_rate)), int(round(cfg.gating.taper * sample_rate)),
+        )
+    return Conditioned(data, valid, peaks, values, nseg, snr2)

@@ -1,0 +1,264 @@
+"""Campaign configuration: the schema and the one loader (the only module that reads YAML).
+
+A campaign is one YAML file.  Unknown keys and wrong types are refused with a message that names
+the key, the bad value and what is allowed.  Relative paths are taken relative to the directory
+the command runs in.
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from gwbatch.errors import ConfigError
+
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class DataConfig(StrictModel):
+    """Which data to analyse."""
+
+    store: Path = Field(description="path of the Zarr strain store")
+    ifos: list[Name] | None = Field(None, description="detectors/series to analyse; default: all in the store")
+    start: float | None = Field(None, description="GPS start of the analysis; default: store start")
+    duration: PositiveFloat | None = Field(None, description="seconds to analyse; default: to the store end")
+    dq_flags: list[str] = Field(["DATA"], description="DQ bits that must all be set for science time")
+
+    @field_validator("ifos")
+    @classmethod
+    def _unique_ifos(cls, v):
+        if v is not None and (len(v) == 0 or len(set(v)) != len(v)):
+            raise ValueError(f"must be a non-empty list of distinct names, got {v}")
+        return v
+
+
+class PSDConfig(StrictModel):
+    method: Literal["median-welch"] = "median-welch"
+    segment: PositiveFloat = Field(4.0, description="Welch segment length (s); 50% overlap, Hann window")
+
+
+class GatingConfig(StrictModel):
+    threshold: PositiveFloat | None = Field(None, description="gate whitened samples with |x| above this (σ); null: off")
+    half_width: PositiveFloat = Field(0.25, description="seconds zeroed on each side of a gated peak")
+    taper: PositiveFloat = Field(0.1, description="Tukey taper length (s) on each side of a gate")
+
+
+class ConditioningConfig(StrictModel):
+    whiten: bool = Field(True, description="whiten with the chunk's own PSD (strain); false for radio/SNR series")
+    psd: PSDConfig = PSDConfig()
+    filter_duration: PositiveFloat = Field(2.0, description="whitening filter length (s); half is cropped at data edges")
+    f_low: NonNegativeFloat = Field(20.0, description="whitening band low edge (Hz)")
+    f_high: PositiveFloat | None = Field(None, description="whitening band high edge (Hz); default Nyquist")
+    gating: GatingConfig = GatingConfig()
+    baseline: PositiveFloat | None = Field(
+        None, description="running-median window (s) subtracted from an un-whitened series; null: off"
+    )
+
+    @model_validator(mode="after")
+    def _band(self):
+        if self.f_high is not None and self.f_high <= self.f_low:
+            raise ValueError(f"f_high ({self.f_high}) must be above f_low ({self.f_low})")
+        if self.psd.segment < self.filter_duration:
+            raise ValueError(
+                f"psd.segment ({self.psd.segment} s) must be at least filter_duration ({self.filter_duration} s)"
+            )
+        if self.gating.threshold is not None and not self.whiten:
+            raise ValueError("gating.threshold is in whitened σ and needs whiten: true")
+        if self.baseline is not None and self.whiten:
+            raise ValueError("baseline removal is for un-whitened series; whitening already removes it")
+        return self
+
+
+class PulseSearchConfig(StrictModel):
+    """Single-pulse boxcar search (Adámek & Armour; ALGORITHMS.md §5)."""
+
+    kind: Literal["pulse"] = "pulse"
+    series: Literal["energy", "amplitude"] = Field(
+        "energy",
+        description="energy: boxcars over whitened power (any transient shape); amplitude: over the series itself",
+    )
+    threshold: PositiveFloat = Field(6.0, description="per-series SNR threshold (σ)")
+    decimation: list[PositiveInt] = Field(
+        [32, 16, 16, 16],
+        description="boxcar widths per round: round 0 at full rate, then each round decimates by 2",
+    )
+    sigma: Literal["white", "linear"] = Field(
+        "white", description="σ_N model: white = sqrt(N)·σ (eq. 4); linear = eq. 5 blend with a measured σ_Nmax"
+    )
+    clip: PositiveFloat | None = Field(None, description="reject samples beyond this many σ when estimating μ, σ")
+    clip_iterations: PositiveInt = Field(3, description="outlier-rejection iterations when clip is set")
+    merge_gap: NonNegativeInt = Field(0, description="samples allowed between boxcars merged friends-of-friends")
+
+    @field_validator("decimation")
+    @classmethod
+    def _plan(cls, v):
+        if not v:
+            raise ValueError("needs at least one round, e.g. [32, 16, 16]")
+        from gwbatch.pulse.plan import boxcar_plan  # the plan's own checks, one place
+
+        try:
+            boxcar_plan(v)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+
+class CoincidenceConfig(StrictModel):
+    min_ifos: PositiveInt = Field(2, description="detectors a candidate needs; 1 = single-series candidates")
+    window: NonNegativeFloat = Field(0.005, description="seconds allowed beyond the light travel time")
+    cluster_window: PositiveFloat = Field(0.1, description="keep the loudest candidate within this many seconds")
+
+
+class BackgroundConfig(StrictModel):
+    slides: NonNegativeInt = Field(100, description="number of time slides (zero lag excluded)")
+    slide_step: PositiveFloat = Field(1.0, description="shift step (s); detector j moves by k·step·j in slide k")
+
+
+class PlanConfig(StrictModel):
+    chunk: PositiveFloat = Field(128.0, description="seconds of data each task owns (plus halos)")
+
+
+class ClusterConfig(StrictModel):
+    kind: Literal["auto", "local", "local-cuda", "address", "in-process"] = "auto"
+    n_workers: PositiveInt | None = Field(None, description="workers (local: default one per core; local-cuda: one per GPU)")
+    threads_per_worker: PositiveInt = 1
+    memory_limit: str = "auto"
+    address: str | None = Field(None, description="scheduler address for kind 'address'")
+    dashboard_address: str = ":8787"
+
+    @model_validator(mode="after")
+    def _address(self):
+        if self.kind == "address" and not self.address:
+            raise ValueError("kind 'address' needs cluster.address, e.g. tcp://scheduler:8786")
+        return self
+
+
+class OutputConfig(StrictModel):
+    dir: Path | None = Field(None, description="output directory; default runs/<name>")
+
+
+class Campaign(StrictModel):
+    """A whole campaign: data, conditioning, search, coincidence, background, execution."""
+
+    name: Name
+    description: str = ""
+    data: DataConfig
+    conditioning: ConditioningConfig = ConditioningConfig()
+    search: PulseSearchConfig
+    coincidence: CoincidenceConfig = CoincidenceConfig()
+    background: BackgroundConfig = BackgroundConfig()
+    plan: PlanConfig = PlanConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    backend: Literal["auto", "numpy", "cupy"] = "auto"
+    output: OutputConfig = OutputConfig()
+
+    @property
+    def output_dir(self) -> Path:
+        return self.output.dir if self.output.dir is not None else Path("runs") / self.name
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_campaign(path: str | Path, overrides: Iterable[str] = ()) -> Campaign:
+    """Read a campaign YAML file, apply ``key=value`` overrides and validate it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read campaign file {path}: {exc.strerror}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a campaign must be a mapping of keys (name, data, search, ...), got {type(raw).__name__}")
+    for item in overrides:
+        apply_override(raw, item)
+    return validate_campaign(raw, source=str(path))
+
+
+def validate_campaign(raw: dict, source: str = "campaign") -> Campaign:
+    try:
+        return Campaign.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source)) from None
+
+
+def apply_override(raw: dict, item: str) -> None:
+    """Apply one ``dotted.key=value`` override; the value is parsed as YAML (numbers, lists, null)."""
+    if "=" not in item:
+        raise ConfigError(f"--set expects key=value, got {item!r}")
+    key, _, value = item.partition("=")
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"--set: bad key {key!r}")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {key}: value {value!r} is not valid YAML: {exc}") from None
+    node = raw
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            prefix = ".".join(parts[: depth + 1])
+            raise ConfigError(f"--set {key}: {prefix} is a value ({child!r}), not a section")
+        node = child
+    node[parts[-1]] = parsed
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The model class that owns the last element of a validation-error location."""
+    model: Any = Campaign
+    for part in loc[:-1]:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        model = _model_of(model.model_fields[part].annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _model_of(annotation: Any) -> Any:
+    for arg in (annotation, *typing.get_args(annotation)):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return annotation
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid campaign"]
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("pulse",)))
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            owner = _model_at(loc)
+            allowed = ", ".join(owner.model_fields) if owner else "see the documentation"
+            lines.append(f"  {key}: unknown key (allowed here: {allowed})")
+        elif kind == "missing":
+            lines.append(f"  {key}: required key is missing")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"  {key}: {msg} (got {err.get('input')!r})")
+    return "\n".join(lines)

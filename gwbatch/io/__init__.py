@@ -1,0 +1,1 @@
+"""Everything that touches files: the Zarr strain store, GWOSC/SIGPROC ingest, result tables."""

@@ -1,0 +1,1 @@
+"""Single-pulse boxcar search (Adámek & Armour; ALGORITHMS.md §5)."""

@@ -1,0 +1,181 @@
+"""The ``gwbatch`` command line (also ``python -m gwbatch``).
+
+    gwbatch simulate --ifos H1,L1,V1 --duration 1024 --sample-rate 2048 --seed 1 --out data/sim.zarr
+    gwbatch ingest gwosc H-H1_LOSC_4_V2-1126259446-32.hdf5 L-L1_LOSC_4_V2-1126259446-32.hdf5 --out data/gw150914.zarr
+    gwbatch ingest sigproc pulsar.tim --out data/pulsar.zarr
+    gwbatch info data/sim.zarr
+    gwbatch run configs/demo.yaml [--out DIR] [--set key=value ...] [--resume | --overwrite] [--dry-run]
+
+Errors in the input are reported in one message naming the bad value and what is allowed, with a
+non-zero exit status (2 config, 3 data, 4 output, 5 a failed chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from gwbatch.errors import ConfigError, GwbatchError
+
+log = logging.getLogger("gwbatch")
+
+
+def _pair(text: str, name: str) -> tuple[float, float]:
+    try:
+        parts = [float(p) for p in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{name} expects MIN,MAX numbers, got {text!r}") from None
+    if len(parts) == 1:
+        parts = parts * 2
+    if len(parts) != 2:
+        raise ConfigError(f"{name} expects MIN,MAX, got {text!r}")
+    return parts[0], parts[1]
+
+
+def _names(text: str, name: str) -> tuple[str, ...]:
+    items = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not items:
+        raise ConfigError(f"{name} needs at least one name, got {text!r}")
+    return items
+
+
+def cmd_simulate(args) -> int:
+    from tqdm.auto import tqdm
+
+    from gwbatch.simulate import simulate_store
+    from gwbatch.simulate.injections import InjectionSpec
+
+    spec = None
+    if args.injections:
+        spec = InjectionSpec(
+            count=args.injections,
+            snr=_pair(args.injection_snr, "--injection-snr"),
+            waveforms=_names(args.injection_waveforms, "--injection-waveforms"),
+            sigma=_pair(args.injection_sigma, "--injection-sigma"),
+            f0=_pair(args.injection_f0, "--injection-f0"),
+            q=_pair(args.injection_q, "--injection-q"),
+            f_low=args.f_low,
+            min_spacing=args.injection_spacing,
+        )
+    with tqdm(total=100, desc="simulate", unit="%", disable=None) as bar:
+        def progress(frac):
+            bar.update(round(100 * frac) - bar.n)
+
+        path = simulate_store(
+            args.out, ifos=_names(args.ifos, "--ifos"), duration=args.duration, sample_rate=args.sample_rate,
+            seed=args.seed, gps_start=args.gps_start, injections=spec, overwrite=args.overwrite, progress=progress,
+        )
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    if args.format == "gwosc":
+        from gwbatch.io.gwosc import ingest_gwosc
+
+        path = ingest_gwosc(args.files, args.out, overwrite=args.overwrite)
+    else:
+        from gwbatch.io.sigproc import ingest_sigproc
+
+        if len(args.files) != 1:
+            raise ConfigError(f"ingest sigproc takes one .tim file, got {len(args.files)}")
+        path = ingest_sigproc(args.files[0], args.out, name=args.name, overwrite=args.overwrite)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from gwbatch.io.store import describe, read_meta
+
+    print(describe(read_meta(args.store)))
+    return 0
+
+
+def cmd_run(args) -> int:
+    from gwbatch.config import load_campaign
+    from gwbatch.io.store import read_meta
+
+    campaign = load_campaign(args.config, args.set or ())
+    if args.dry_run:
+        from workflow.plan import make_plan
+
+        meta = read_meta(campaign.data.store)
+        print(make_plan(campaign, meta).describe(float(meta.t0)))
+        return 0
+    from workflow.campaign import run_campaign, summary_lines
+
+    command = "gwbatch " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    summary = run_campaign(
+        campaign, out=args.out, resume=args.resume, overwrite=args.overwrite, command=command,
+        progress=not args.no_progress,
+    )
+    print("\n".join(summary_lines(summary)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gwbatch", description="Batch searches of archived gravitational-wave strain.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every chunk")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="write a store of design-PSD Gaussian noise with injections")
+    sim.add_argument("--ifos", required=True, help="comma-separated detectors, e.g. H1,L1,V1")
+    sim.add_argument("--duration", type=float, required=True, help="seconds")
+    sim.add_argument("--sample-rate", type=float, required=True, help="Hz")
+    sim.add_argument("--seed", type=int, required=True)
+    sim.add_argument("--out", type=Path, required=True, help="store path (a Zarr directory)")
+    sim.add_argument("--gps-start", default="1000000000", help="GPS time of the first sample (default 1000000000)")
+    sim.add_argument("--injections", type=int, default=0, help="number of short transients to inject (default 0)")
+    sim.add_argument("--injection-snr", default="8,40", help="per-detector optimal SNR range, log-uniform (default 8,40)")
+    sim.add_argument("--injection-waveforms", default="gaussian,sine-gaussian", help="waveforms to draw from")
+    sim.add_argument("--injection-sigma", default="0.0005,0.002", help="Gaussian width range (s)")
+    sim.add_argument("--injection-f0", default="200,500", help="sine-Gaussian frequency range (Hz)")
+    sim.add_argument("--injection-q", default="2,5", help="sine-Gaussian Q range")
+    sim.add_argument("--injection-spacing", type=float, default=2.0, help="minimum seconds between injections")
+    sim.add_argument("--f-low", type=float, default=20.0, help="low edge (Hz) of the injected-SNR integral")
+    sim.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    sim.set_defaults(func=cmd_simulate)
+
+    ing = sub.add_parser("ingest", help="convert GWOSC HDF5 or SIGPROC files into a store")
+    ing.add_argument("format", choices=("gwosc", "sigproc"))
+    ing.add_argument("files", nargs="+", type=Path)
+    ing.add_argument("--out", type=Path, required=True, help="store path (a Zarr directory)")
+    ing.add_argument("--name", help="series name for a SIGPROC series (default: from the telescope id)")
+    ing.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    ing.set_defaults(func=cmd_ingest)
+
+    info = sub.add_parser("info", help="describe a store")
+    info.add_argument("store", type=Path)
+    info.set_defaults(func=cmd_info)
+
+    run = sub.add_parser("run", help="run a campaign")
+    run.add_argument("config", type=Path, help="campaign YAML file")
+    run.add_argument("--out", type=Path, help="output directory (default: output.dir, else runs/<name>)")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. search.threshold=7")
+    run.add_argument("--resume", action="store_true", help="reuse finished chunks in the output directory")
+    run.add_argument("--overwrite", action="store_true", help="discard what the output directory holds")
+    run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(format="gwbatch: %(message)s", level=logging.WARNING)
+    log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        return args.func(args)
+    except GwbatchError as exc:
+        print(f"gwbatch: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("gwbatch: interrupted; finished chunks are checkpointed (rerun with --resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

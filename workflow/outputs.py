@@ -1,0 +1,42 @@
+"""The output directory: what may be written where, and when a directory may be reused.
+
+A run directory holds a marker file, per-chunk checkpoints in ``chunks/`` and the final outputs.
+The final outputs are removed before a run starts and written at its end, ``manifest.json`` last,
+so an interrupted run never leaves final outputs that look complete.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from gwbatch.errors import ConfigError, OutputError
+
+MARKER = ".gwbatch-run"
+FINAL = ("manifest.json", "candidates.parquet", "background.parquet", "injections.parquet", "gates.parquet", "report.html")
+CHUNKS = "chunks"
+
+
+def prepare_output(path: Path, *, resume: bool, overwrite: bool) -> Path:
+    """Make ``path`` ready for a run, refusing to clobber a finished run or a foreign directory."""
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other: choose one")
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"output {path} exists and is not a directory")
+    if path.exists() and any(path.iterdir()):
+        if not (path / MARKER).exists():
+            raise OutputError(f"output {path} exists, is not empty and is not a gwbatch run directory; choose another --out")
+        finished = (path / "manifest.json").exists()
+        if not (resume or overwrite):
+            what = "a finished run" if finished else "an unfinished run"
+            raise OutputError(
+                f"output {path} holds {what}; pass --resume to reuse its finished chunks or --overwrite to start again"
+            )
+        for name in FINAL:
+            (path / name).unlink(missing_ok=True)
+        if overwrite:
+            shutil.rmtree(path / CHUNKS, ignore_errors=True)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / MARKER).write_text("gwbatch run directory\n")
+    return path

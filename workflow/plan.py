@@ -1,0 +1,205 @@
+"""The campaign plan: a pure function from the campaign and the store's description to the work.
+
+The analysed span ``[span_start, span_stop)`` (store samples) is cut into chunks of nearly equal
+length, each between half and one and a half times ``plan.chunk``.  The chunks' own parts tile
+the span exactly, so every sample is searched exactly once; each task also reads a halo before
+and after (whitening corruption; plus the widest boxcar after), and keeps only triggers whose
+boxcar starts in its own part.  Slides shift triggers, not data (circularly on the span), so they
+need no data halo.  Nothing here touches the strain or imports Dask: the plan is data, printed by
+``gwbatch run --dry-run`` and checked by property tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from gwbatch.background import check_slides
+from gwbatch.background.slides import slide_shifts
+from gwbatch.conditioning.psd import MIN_SEGMENTS
+from gwbatch.config import Campaign
+from gwbatch.detectors import get_detector, known_detectors, light_travel_time
+from gwbatch.errors import ConfigError, DataError
+from gwbatch.gpstime import time_to_index
+from gwbatch.io.store import StoreMeta
+from gwbatch.searches import ChunkSpec, get_search
+
+#: Bytes of working memory per read sample per detector while a chunk is conditioned and searched
+#: (float64 series, complex FFTs, the boxcar outputs), plus 4 bytes per sample per detector of raw strain.
+WORK_BYTES_PER_SAMPLE = 64
+
+
+@dataclass(frozen=True)
+class Plan:
+    campaign_name: str
+    search: str
+    store: str
+    ifos: tuple[str, ...]
+    sample_rate: float
+    t0: str
+    span_start: int
+    span_stop: int
+    halo_before: int
+    halo_after: int
+    chunks: tuple[ChunkSpec, ...]
+    travel: tuple[tuple[float, ...], ...]  # light travel time (s) between detectors
+    n_slides: int
+    slide_step: float
+    task_memory_bytes: int
+    fingerprint: str  # identifies what a chunk result depends on (config + store), for resume
+
+    @property
+    def ring(self) -> float:
+        """Length (s) of the circle slides move triggers on: the span plus the after-halo.
+
+        A trigger's time is its boxcar centre, which can lie past the span's last start; the extra
+        stretch keeps such times on the ring and carries no analysed time, so no livetime.
+        """
+        return ring_length(self.span_start, self.span_stop, self.halo_after, self.sample_rate)
+
+    @property
+    def shifts(self) -> np.ndarray:
+        return slide_shifts(len(self.ifos), self.n_slides, self.slide_step, self.ring)
+
+    def describe(self, t0_float: float) -> str:
+        fs = self.sample_rate
+        lines = [
+            f"campaign   {self.campaign_name} (search: {self.search})",
+            f"store      {self.store}: {', '.join(self.ifos)} at {fs:g} Hz",
+            f"span       GPS {t0_float + self.span_start / fs:.6f} .. {t0_float + self.span_stop / fs:.6f}"
+            f" ({(self.span_stop - self.span_start) / fs:g} s, samples {self.span_start}..{self.span_stop})",
+            f"chunks     {len(self.chunks)} tasks; halo {self.halo_before / fs:g} s before, {self.halo_after / fs:g} s after",
+            f"slides     {self.n_slides} x {self.slide_step:g} s (zero lag excluded from background)",
+            f"memory     ~{self.task_memory_bytes / 2**20:.0f} MiB per task",
+            "chunk  own GPS span                              own samples            read samples",
+        ]
+        for c in self.chunks:
+            lines.append(
+                f"{c.index:5d}  {t0_float + c.start / fs:17.6f} .. {t0_float + c.stop / fs:17.6f}"
+                f"  [{c.start}, {c.stop})  [{c.read_start}, {c.read_stop})"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["chunks"] = [asdict(c) for c in self.chunks]
+        return d
+
+
+def ring_length(span_start: int, span_stop: int, halo_after: int, sample_rate: float) -> float:
+    return (span_stop - span_start + halo_after) / sample_rate
+
+
+def chunk_edges(span_start: int, span_stop: int, chunk: int) -> np.ndarray:
+    """Edges of nearly equal chunks tiling ``[span_start, span_stop)``, each 0.5-1.5 x ``chunk`` long."""
+    length = span_stop - span_start
+    n = max(1, length // chunk)
+    if length - n * chunk > chunk // 2:
+        n += 1
+    return span_start + (np.arange(n + 1, dtype=np.int64) * length) // n
+
+
+def _span(campaign: Campaign, meta: StoreMeta) -> tuple[int, int]:
+    fs = meta.sample_rate
+    start = 0
+    if campaign.data.start is not None:
+        start = int(np.ceil(time_to_index(meta.t0, campaign.data.start, fs) - 1e-6))
+        if not 0 <= start < meta.n_samples:
+            raise DataError(
+                f"data.start {campaign.data.start} is outside store {meta.path} "
+                f"(GPS {float(meta.t0):.6f} .. {meta.end:.6f})"
+            )
+    stop = meta.n_samples
+    if campaign.data.duration is not None:
+        stop = start + int(round(campaign.data.duration * fs))
+        if stop > meta.n_samples:
+            raise DataError(
+                f"data.duration {campaign.data.duration} s runs past the end of store {meta.path} "
+                f"(at most {(meta.n_samples - start) / fs:g} s from the start)"
+            )
+    return start, stop
+
+
+def _ifos(campaign: Campaign, meta: StoreMeta) -> tuple[str, ...]:
+    if campaign.data.ifos is None:
+        return meta.ifos
+    missing = [i for i in campaign.data.ifos if i not in meta.ifos]
+    if missing:
+        raise DataError(
+            f"data.ifos names {', '.join(missing)}, not in store {meta.path} (it holds: {', '.join(meta.ifos)})"
+        )
+    return tuple(campaign.data.ifos)
+
+
+def travel_matrix(ifos: tuple[str, ...]) -> np.ndarray:
+    """Light travel times between detectors; 0 for series that are not known detectors."""
+    known = set(known_detectors())
+    n = len(ifos)
+    out = np.zeros((n, n))
+    for a in range(n):
+        for b in range(n):
+            if a != b and ifos[a] in known and ifos[b] in known:
+                out[a, b] = light_travel_time(get_detector(ifos[a]), get_detector(ifos[b]))
+    return out
+
+
+def fingerprint(campaign: Campaign, meta: StoreMeta) -> str:
+    """Hash of everything a chunk's result depends on: the analysis settings and the store."""
+    relevant = campaign.model_dump(mode="json", include={"data", "conditioning", "search"})
+    store = {"path": str(meta.path), "t0": str(meta.t0), "n": meta.n_samples, "fs": meta.sample_rate,
+             "provenance": meta.provenance}
+    blob = json.dumps({"campaign": relevant, "store": store}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
+    """Everything that will run, decided before anything runs."""
+    fs = meta.sample_rate
+    search = get_search(campaign.search.kind)
+    ifos = _ifos(campaign, meta)
+    meta.dq_mask(campaign.data.dq_flags)  # unknown DQ flag names fail here, before any work
+    span_start, span_stop = _span(campaign, meta)
+    before, after = search.halo(campaign, fs)
+    chunk = int(round(campaign.plan.chunk * fs))
+    cond = campaign.conditioning
+    if cond.whiten:
+        need = (MIN_SEGMENTS + 1) * cond.psd.segment / 2.0
+        if campaign.plan.chunk / 2.0 + (before + after) / fs < need:
+            raise ConfigError(
+                f"plan.chunk ({campaign.plan.chunk:g} s) is too short to estimate a PSD from "
+                f"{MIN_SEGMENTS} segments of {cond.psd.segment:g} s; use plan.chunk >= {2 * need:g}"
+            )
+    if chunk < 1:
+        raise ConfigError(f"plan.chunk ({campaign.plan.chunk} s) is shorter than one sample")
+    edges = chunk_edges(span_start, span_stop, chunk)
+    chunks = tuple(
+        ChunkSpec(k, int(a), int(b), int(a) - before, int(b) + after) for k, (a, b) in enumerate(zip(edges[:-1], edges[1:]))
+    )
+    travel = travel_matrix(ifos)
+    ring = ring_length(span_start, span_stop, after, fs)
+    reach = float(travel.max()) + campaign.coincidence.window + 2.0 * search.max_uncertainty(campaign, fs)
+    n_slides = campaign.background.slides if (campaign.coincidence.min_ifos > 1 and len(ifos) > 1) else 0
+    check_slides(len(ifos), n_slides, campaign.background.slide_step, ring, reach)
+    longest = max(c.read_stop - c.read_start for c in chunks)
+    memory = longest * (4 * len(ifos) + WORK_BYTES_PER_SAMPLE)
+    return Plan(
+        campaign_name=campaign.name,
+        search=campaign.search.kind,
+        store=str(meta.path),
+        ifos=ifos,
+        sample_rate=fs,
+        t0=str(meta.t0),
+        span_start=span_start,
+        span_stop=span_stop,
+        halo_before=before,
+        halo_after=after,
+        chunks=chunks,
+        travel=tuple(tuple(float(v) for v in row) for row in travel),
+        n_slides=n_slides,
+        slide_step=campaign.background.slide_step,
+        task_memory_bytes=int(memory),
+        fingerprint=fingerprint(campaign, meta),
+    )
