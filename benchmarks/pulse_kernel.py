@@ -1,0 +1,114 @@
+"""Single-pulse search throughput: boxcar kernel and whole per-series search.
+
+Problem (issue 2): 3 series x 2^26 samples, boxcar widths 1..8192 samples through the decimation
+plan [32, 16 x 8] (AstroAccelerate's scheme), threshold 6 sigma.  Reports samples/s for
+
+- kernel: every round's pairwise decimation and boxcar launch (what the GPU kernel does),
+- search: the whole per-series search (statistics, rounds, threshold, merging) as a campaign runs it,
+
+for the amplitude and the energy series, timed with CUDA events after a warm-up (median of
+repeats).  On a machine without a GPU, ``--backend numpy`` times the CPU twin (use a smaller
+``--log2n``).
+
+usage: python benchmarks/pulse_kernel.py [--backend cupy|numpy] [--log2n 26] [--series 3]
+                                         [--repeat 10] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from gwbatch._xp import device_name, get_xp  # noqa: E402
+from gwbatch.config import PulseSearchConfig  # noqa: E402
+from gwbatch.pulse.boxcar import boxcar_best  # noqa: E402
+from gwbatch.pulse.plan import boxcar_plan  # noqa: E402
+from gwbatch.pulse.search import search_series  # noqa: E402
+from gwbatch.pulse.series import sigma_n, transform_constants  # noqa: E402
+
+PLAN = [32] + [16] * 8
+
+
+def kernel_rounds(xp, y, plan, kind: str):
+    """All rounds of decimation + boxcar launch for one series (what the GPU kernel path does)."""
+    energy = kind == "energy"
+    series = y
+    out = None
+    for r, rnd in enumerate(plan.rounds):
+        if r:
+            m = series.size // 2
+            series = series[0 : 2 * m : 2] + series[1 : 2 * m : 2]
+        widths = np.arange(rnd.first_width, rnd.last_width + 1)
+        d = rnd.decimation
+        p, q, rr = transform_constants(kind, widths, 1.0 * d, sigma_n(widths, np.sqrt(2.0 * d), "white"))
+        n_out = series.size - rnd.last_width + 1
+        out = boxcar_best(series[: n_out + rnd.last_width - 1], rnd.first_width, rnd.last_width,
+                          xp.asarray(p), xp.asarray(q), xp.asarray(rr), energy)
+    return out
+
+
+def timed(xp, fn, repeat: int) -> float:
+    """Median seconds of ``fn()`` after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        if xp.__name__ == "cupy":
+            start, stop = xp.cuda.Event(), xp.cuda.Event()
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times.append(xp.cuda.get_elapsed_time(start, stop) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="cupy", choices=("cupy", "numpy"))
+    ap.add_argument("--log2n", type=int, default=26)
+    ap.add_argument("--series", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    xp = get_xp(args.backend)
+    n = 1 << args.log2n
+    plan = boxcar_plan(PLAN)
+    rng = np.random.default_rng(0)
+    data = [xp.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(args.series)]
+    valid = xp.ones(n, dtype=bool)
+    total = args.series * n
+    rows = []
+    for kind in ("amplitude", "energy"):
+        series = [d if kind == "amplitude" else d * d for d in data]
+        t_kernel = timed(xp, lambda: [kernel_rounds(xp, s, plan, kind) for s in series], args.repeat)
+        cfg = PulseSearchConfig(series=kind, threshold=6.0, decimation=PLAN)
+        t_search = timed(xp, lambda: [search_series(d, valid, cfg, 1.0) for d in data], max(1, args.repeat // 3))
+        rows.append({"series": kind, "kernel_s": t_kernel, "kernel_samples_per_s": total / t_kernel,
+                     "search_s": t_search, "search_samples_per_s": total / t_search})
+    result = {
+        "device": device_name(args.backend), "backend": args.backend, "samples": total,
+        "series": args.series, "plan": PLAN, "max_width": plan.max_width, "rows": rows,
+    }
+    print(f"device {result['device']}; {args.series} x 2^{args.log2n} samples; widths 1..{plan.max_width}")
+    print(f"{'series':10s} {'kernel ms':>10s} {'kernel samples/s':>17s} {'search ms':>10s} {'search samples/s':>17s}")
+    for r in rows:
+        print(f"{r['series']:10s} {1e3 * r['kernel_s']:10.3f} {r['kernel_samples_per_s']:17.3e} "
+              f"{1e3 * r['search_s']:10.3f} {r['search_samples_per_s']:17.3e}")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Whole campaigns on a small simulated store: the output contract, identical results in-process and
+on a 2-worker LocalCluster, resume after a failed chunk, refusals, bad strain, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import zarr
+
+from gwbatch.config import validate_campaign
+from gwbatch.errors import DataError, OutputError
+from gwbatch.io.tables import read_table
+from gwbatch.searches.pulse import PulseSearch
+from workflow.campaign import run_campaign
+from workflow.cli import main
+from workflow.execute import ChunkFailed
+
+REPO = Path(__file__).parent.parent
+
+
+def make_campaign(store, out, **overrides):
+    raw = {
+        "name": "small",
+        "data": {"store": str(store)},
+        "search": {"kind": "pulse", "series": "energy", "threshold": 5.0, "decimation": [16, 8, 8]},
+        "background": {"slides": 50},
+        "plan": {"chunk": 64.0},
+        "cluster": {"kind": "in-process", "dashboard_address": ":0"},
+        "output": {"dir": str(out)},
+    }
+    for dotted, value in overrides.items():
+        node = raw
+        *path, last = dotted.split("__")
+        for p in path:
+            node = node.setdefault(p, {})
+        node[last] = value
+    return validate_campaign(raw)
+
+
+@pytest.fixture(scope="module")
+def reference_run(small_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "ref"
+    return run_campaign(make_campaign(small_store, out), progress=False)
+
+
+def test_output_contract(reference_run):
+    out = reference_run.out
+    for name in ("candidates.parquet", "background.parquet", "manifest.json", "report.html", "injections.parquet", "gates.parquet"):
+        assert (out / name).is_file(), name
+    cands = read_table(out / "candidates.parquet")
+    for col in ("search", "gps_time", "ifos", "snr", "far", "ifar_years", "far_exclusive", "time_H1", "snr_L1", "rho_H1"):
+        assert col in cands.columns
+    assert (cands["search"] == "pulse").all() and (cands["far"] > 0).all()
+    assert cands["far"].is_monotonic_increasing
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["counts"]["candidates"] == len(cands)
+    assert len(manifest["livetime"]["per_slide_seconds"]) == 51
+    assert manifest["livetime"]["background_seconds"] == pytest.approx(sum(manifest["livetime"]["per_slide_seconds"][1:]))
+    assert {c["status"] for c in manifest["chunks"]} == {"done"} and len(manifest["chunks"]) == 4
+    assert manifest["devices"] == ["cpu"] and manifest["campaign"]["name"] == "small"
+    assert "dask" in manifest["versions"] and "inclusive" in manifest["background"]["far_convention"]
+    # Livetime: 256 s minus the whitening filter's half-length at each end of the store.
+    assert manifest["livetime"]["analysed_seconds"]["H1"] == pytest.approx(254.0)
+    html = (out / "report.html").read_text()
+    assert "<svg" in html and "small" in html
+
+
+def test_loud_injections_found(reference_run):
+    inj = reference_run.reduced.injections
+    assert len(inj) == 8 and inj["analysed"].all() and inj["found"].all()
+    for ifo in ("H1", "L1"):
+        ratio = inj[f"found_rho_{ifo}"] / inj[f"injected_snr_{ifo}"]
+        assert np.median(ratio) == pytest.approx(1.0, abs=0.15)
+        assert (np.abs(inj[f"dt_{ifo}"]) <= np.maximum(inj["duration"], 1 / 1024)).all()
+
+
+def test_local_cluster_gives_identical_tables(reference_run, small_store, tmp_path):
+    campaign = make_campaign(small_store, tmp_path / "dist", cluster__kind="local", cluster__n_workers=2)
+    dist = run_campaign(campaign, progress=False)
+    assert dist.manifest["cluster"]["kind"] == "local" and dist.manifest["cluster"]["workers"] == 2
+    pd.testing.assert_frame_equal(dist.reduced.candidates, reference_run.reduced.candidates)
+    pd.testing.assert_frame_equal(dist.reduced.background_events, reference_run.reduced.background_events)
+
+
+def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    campaign = make_campaign(small_store, out)
+    original = PulseSearch.process
+
+    def fail_on_chunk_2(self, campaign, ifos, backend, spec):
+        if spec.index == 2:
+            raise RuntimeError("worker lost")
+        return original(self, campaign, ifos, backend, spec)
+
+    monkeypatch.setattr(PulseSearch, "process", fail_on_chunk_2)
+    with pytest.raises(ChunkFailed, match="chunk 2 .* failed: RuntimeError: worker lost"):
+        run_campaign(campaign, progress=False)
+    # Nothing final that looks complete; finished chunks are checkpointed.
+    assert not (out / "candidates.parquet").exists() and not (out / "manifest.json").exists()
+    assert sorted(p.name for p in (out / "chunks").glob("*.json")) == ["chunk-000000.json", "chunk-000001.json"]
+    with pytest.raises(OutputError, match="holds an unfinished run; pass --resume"):
+        run_campaign(campaign, progress=False)
+    monkeypatch.setattr(PulseSearch, "process", original)
+    resumed = run_campaign(campaign, resume=True, progress=False)
+    assert [c["status"] for c in resumed.manifest["chunks"]] == ["reused", "reused", "done", "done"]
+    pd.testing.assert_frame_equal(resumed.reduced.candidates, reference_run.reduced.candidates)
+
+
+def test_finished_and_foreign_directories(small_store, tmp_path):
+    out = tmp_path / "run"
+    campaign = make_campaign(small_store, out, background__slides=5)
+    first = run_campaign(campaign, progress=False)
+    with pytest.raises(OutputError, match="holds a finished run; pass --resume .* or --overwrite"):
+        run_campaign(campaign, progress=False)
+    again = run_campaign(campaign, resume=True, progress=False)
+    assert {c["status"] for c in again.manifest["chunks"]} == {"reused"}
+    pd.testing.assert_frame_equal(again.reduced.candidates, first.reduced.candidates)
+    fresh = run_campaign(campaign, overwrite=True, progress=False)
+    assert {c["status"] for c in fresh.manifest["chunks"]} == {"done"}
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(OutputError, match="not a gwbatch run directory"):
+        run_campaign(make_campaign(small_store, foreign), overwrite=True, progress=False)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_nonfinite_strain_and_dq_gaps_are_masked(small_store, tmp_path):
+    store = tmp_path / "bad.zarr"
+    shutil.copytree(small_store, store)
+    group = zarr.open_group(store, mode="r+")
+    fs = 1024
+    group["strain"][0, 100 * fs : 100 * fs + 50] = np.nan  # H1: NaN in science time
+    group["strain"][0, 150 * fs] = np.inf
+    dq = group["dq"][:]
+    dq[1, 200:210] = 0  # L1: ten seconds out of science
+    group["dq"][:] = dq
+    run = run_campaign(make_campaign(store, tmp_path / "run", background__slides=5), progress=False)
+    chunks = run.manifest["chunks"]
+    assert sum(c["nonfinite_in_science"]["H1"] for c in chunks) == 51
+    analysed = run.manifest["livetime"]["analysed_seconds"]
+    # H1 loses 2 x 1 s whitening pad around each bad stretch; L1 loses its 10 s plus 2 x 1 s.
+    assert analysed["H1"] == pytest.approx(254.0 - (50 / fs + 2.0) - (1 / fs + 2.0), abs=2 / fs)
+    assert analysed["L1"] == pytest.approx(254.0 - 12.0, abs=2 / fs)
+    trig = run.reduced.triggers
+    h1 = trig[0]["gps_time"] - 1e9
+    l1 = trig[1]["gps_time"] - 1e9
+    assert not ((h1 > 99) & (h1 < 101.05)).any() and not ((l1 > 199) & (l1 < 211)).any()
+
+
+def test_cli_exit_codes_and_messages(small_store, tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"name: cli\ndata: {{store: {small_store}}}\nsearch: {{kind: pulse}}\n"
+                   f"cluster: {{kind: in-process}}\noutput: {{dir: {tmp_path / 'out'}}}\nplan: {{chunk: 64}}\n")
+    assert main(["run", str(cfg), "--dry-run"]) == 0
+    assert "4 tasks" in capsys.readouterr().out
+    assert main(["run", str(cfg), "--set", "search.threshold=-1"]) == 2
+    assert "search.threshold: Input should be greater than 0 (got -1)" in capsys.readouterr().err
+    assert main(["run", str(cfg), "--set", "data.ifos=[H1, V1]"]) == 3
+    assert "V1, not in store" in capsys.readouterr().err
+    assert main(["run", str(cfg), "--set", f"data.store={tmp_path / 'nothing.zarr'}"]) == 3
+    assert main(["run", str(cfg), "--no-progress", "--set", "background.slides=3"]) == 0
+    assert "results in" in capsys.readouterr().out
+    assert main(["run", str(cfg), "--no-progress"]) == 4
+    assert "holds a finished run" in capsys.readouterr().err
+    assert main(["run", str(cfg), "--resume", "--overwrite"]) == 2
+
+
+def test_python_m_gwbatch_is_the_cli():
+    out = subprocess.run([sys.executable, "-m", "gwbatch", "--help"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0 and "simulate" in out.stdout and "ingest" in out.stdout and "run" in out.stdout
+    script = shutil.which("gwbatch", path=str(REPO / ".venv" / "bin")) or shutil.which("gwbatch")
+    if script:
+        assert subprocess.run([script, "--help"], capture_output=True).returncode == 0

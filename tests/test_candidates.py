@@ -1,0 +1,92 @@
+"""Friends-of-friends, chunk-edge merging, coincidence (with ring wrap) and time clustering."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from gwbatch.candidates.coincidence import IfoTriggers, cluster_in_time, coincident_pairs, find_coincidences
+from gwbatch.candidates.fof import friends_of_friends
+from gwbatch.candidates.triggers import merge_chunk_triggers
+
+
+def test_fof_groups_and_peaks():
+    start = np.array([10, 12, 40, 14, 41, 100])
+    stop = start + np.array([5, 5, 3, 2, 2, 1])
+    snr = np.array([5.0, 9.0, 6.0, 7.0, 6.5, 8.0])
+    g = friends_of_friends(start, stop, snr)
+    assert list(g.peak) == [1, 4, 5]
+    assert list(g.start) == [10, 40, 100] and list(g.stop) == [17, 43, 101] and list(g.members) == [3, 2, 1]
+    # order independence
+    perm = np.array([5, 3, 0, 4, 2, 1])
+    gp = friends_of_friends(start[perm], stop[perm], snr[perm])
+    assert sorted(perm[gp.peak]) == [1, 4, 5]
+    # gap joins nearby groups
+    assert friends_of_friends(start, stop, snr, gap=23).peak.size == 2
+
+
+def test_fof_ties_go_to_earliest():
+    g = friends_of_friends(np.array([5, 0]), np.array([8, 6]), np.array([3.0, 3.0]))
+    assert list(g.peak) == [1]
+
+
+def test_merge_across_chunk_edge():
+    # The same pulse seen by two chunks as two groups meeting at the edge (sample 1000).
+    t = pd.DataFrame({
+        "ifo": ["H1", "H1", "H1", "L1"], "sample": [995, 1000, 5000, 996],
+        "width": [8, 4, 2, 8], "centre": [998.0, 1001.5, 5000.5, 999.0], "snr": [9.0, 7.0, 6.0, 8.0],
+        "rho": [9.0, 7.0, 6.0, 8.0], "group_start": [990, 1000, 5000, 990], "group_stop": [1000, 1010, 5002, 1004],
+        "members": [5, 3, 1, 4], "chunk": [0, 1, 4, 0],
+    })
+    m = merge_chunk_triggers(t)
+    h1 = m[m.ifo == "H1"]
+    assert list(h1["sample"]) == [995, 5000] and list(h1["members"]) == [8, 1]
+    assert list(h1["group_start"]) == [990, 5000] and list(h1["group_stop"]) == [1010, 5002]
+    assert len(m[m.ifo == "L1"]) == 1
+
+
+def trig(times, snr=None, unc=0.0):
+    times = np.asarray(times, float)
+    return IfoTriggers(times, np.full(times.size, unc), np.asarray(snr if snr is not None else np.full(times.size, 5.0), float))
+
+
+def test_pairs_with_window_and_uncertainty():
+    a = trig([1.0, 5.0, 9.0], unc=0.001)
+    b = trig([1.012, 5.020, 8.0], unc=0.001)
+    ia, jb = coincident_pairs(a, b, 0.010 + 0.001, 100.0)  # travel 10 ms + window 1 ms (+2 ms uncertainty)
+    assert list(zip(ia, jb)) == [(0, 0)]
+
+
+def test_pairs_across_the_ring_wrap():
+    a = trig([0.002])
+    b = trig([99.999])
+    ia, jb = coincident_pairs(a, b, 0.005, 100.0)
+    assert list(zip(ia, jb)) == [(0, 0)]
+    ia, _ = coincident_pairs(a, trig([99.990]), 0.005, 100.0)
+    assert ia.size == 0
+
+
+def test_triples_and_min_ifos():
+    travel = np.zeros((3, 3))
+    h = trig([10.000, 20.0], snr=[6, 5])
+    l = trig([10.003, 30.0], snr=[8, 5])
+    v = trig([10.004, 20.002], snr=[4, 7])
+    co = find_coincidences([h, l, v], travel, 0.005, 100.0, min_ifos=2)
+    got = {tuple(r) for r in co[["i0", "i1", "i2"]].to_numpy()}
+    assert got == {(0, 0, -1), (0, -1, 0), (-1, 0, 0), (0, 0, 0), (1, -1, 1)}
+    triple = co[(co.i0 == 0) & (co.i1 == 0) & (co.i2 == 0)].iloc[0]
+    assert triple.n_ifos == 3 and triple.stat == np.sqrt(36 + 64 + 16) and triple.time == 10.003  # loudest: L1
+    co3 = find_coincidences([h, l, v], travel, 0.005, 100.0, min_ifos=3)
+    assert len(co3) == 1
+    # After clustering only the triple survives near t = 10 s, and the H1-V1 pair at 20 s.
+    keep = cluster_in_time(co.time.to_numpy(), co.stat.to_numpy(), 0.1)
+    assert sorted(co[keep].n_ifos) == [2, 3]
+
+
+def test_clustering_keeps_local_maxima_and_breaks_ties_by_time():
+    t = np.array([0.0, 0.05, 0.3, 0.32, 1.0, 1.05])
+    s = np.array([5.0, 7.0, 6.0, 6.0, 4.0, 4.0])
+    keep = cluster_in_time(t, s, 0.1)
+    assert list(keep) == [False, True, True, False, True, False]
+    perm = np.array([3, 1, 5, 0, 4, 2])
+    assert list(cluster_in_time(t[perm], s[perm], 0.1)) == list(keep[perm])

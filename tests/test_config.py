@@ -1,0 +1,112 @@
+"""Campaign schema and loader: every shipped config loads; bad input is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gwbatch.config import Campaign, apply_override, load_campaign
+from gwbatch.errors import ConfigError
+
+CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+
+
+def write(tmp_path, text: str) -> Path:
+    path = tmp_path / "campaign.yaml"
+    path.write_text(text)
+    return path
+
+
+MINIMAL = "name: t\ndata:\n  store: data/x.zarr\nsearch:\n  kind: pulse\n"
+
+
+def test_configs_exist():
+    assert {p.name for p in CONFIGS} >= {"demo.yaml", "pulsar-j1807.yaml"}
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_config_loads(path):
+    campaign = load_campaign(path)
+    assert isinstance(campaign, Campaign)
+    assert campaign.data.store
+
+
+def test_minimal_defaults(tmp_path):
+    c = load_campaign(write(tmp_path, MINIMAL))
+    assert c.search.threshold == 6.0 and c.search.series == "energy"
+    assert c.cluster.kind == "auto" and c.backend == "auto"
+    assert c.output_dir == Path("runs/t")
+
+
+def test_unknown_key_named_with_allowed_keys(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_campaign(write(tmp_path, MINIMAL + "  treshold: 5\n"))
+    msg = str(err.value)
+    assert "search.treshold" in msg and "unknown key" in msg and "threshold" in msg
+
+
+def test_unknown_top_level_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"sarch: unknown key \(allowed here: name, description, data"):
+        load_campaign(write(tmp_path, MINIMAL + "sarch: {}\n"))
+
+
+def test_wrong_type_names_key_and_value(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_campaign(write(tmp_path, MINIMAL + "  threshold: high\n"))
+    assert "search.threshold" in str(err.value) and "'high'" in str(err.value)
+
+
+def test_negative_duration_refused(tmp_path):
+    text = "name: t\ndata:\n  store: x.zarr\n  duration: -10\nsearch: {kind: pulse}\n"
+    with pytest.raises(ConfigError, match=r"data.duration: Input should be greater than 0 \(got -10\)"):
+        load_campaign(write(tmp_path, text))
+
+
+def test_unknown_search_kind_lists_allowed(tmp_path):
+    with pytest.raises(ConfigError, match="search.kind.*'pulse'"):
+        load_campaign(write(tmp_path, "name: t\ndata: {store: x}\nsearch: {kind: spiral}\n"))
+
+
+def test_missing_required_key(tmp_path):
+    with pytest.raises(ConfigError, match="data: required key is missing"):
+        load_campaign(write(tmp_path, "name: t\nsearch: {kind: pulse}\n"))
+
+
+def test_bad_decimation_plan_explained(tmp_path):
+    with pytest.raises(ConfigError, match="make the earlier rounds' counts even"):
+        load_campaign(write(tmp_path, MINIMAL + "  decimation: [3, 2]\n"))
+
+
+def test_gating_needs_whitening(tmp_path):
+    text = MINIMAL + "conditioning:\n  whiten: false\n  gating: {threshold: 10}\n"
+    with pytest.raises(ConfigError, match="needs whiten: true"):
+        load_campaign(write(tmp_path, text))
+
+
+def test_not_a_mapping_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_campaign(write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_campaign(write(tmp_path, "name: [unclosed\n"))
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_campaign(tmp_path / "missing.yaml")
+
+
+def test_overrides(tmp_path):
+    c = load_campaign(write(tmp_path, MINIMAL), ["search.threshold=7.5", "cluster.kind=in-process", "data.ifos=[H1, L1]"])
+    assert c.search.threshold == 7.5 and c.cluster.kind == "in-process" and c.data.ifos == ["H1", "L1"]
+    with pytest.raises(ConfigError, match="expects key=value"):
+        load_campaign(write(tmp_path, MINIMAL), ["search.threshold"])
+    with pytest.raises(ConfigError, match=r"search.kind is a value \('pulse'\), not a section"):
+        load_campaign(write(tmp_path, MINIMAL), ["search.kind.x=1"])
+    with pytest.raises(ConfigError, match=r"search.threshold: Input should be a valid number \(got \{'x': 1\}\)"):
+        load_campaign(write(tmp_path, MINIMAL), ["search.threshold.x=1"])
+    with pytest.raises(ConfigError, match="search.thresold: unknown key"):
+        load_campaign(write(tmp_path, MINIMAL), ["search.thresold=1"])
+
+
+def test_override_into_missing_section():
+    raw = {"name": "t"}
+    apply_override(raw, "background.slides=5")
+    assert raw == {"name": "t", "background": {"slides": 5}}

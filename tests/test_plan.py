@@ -1,0 +1,53 @@
+"""make_plan on real stores: detector and span checks, refusals with clear messages, dry-run text."""
+
+from __future__ import annotations
+
+import pytest
+
+from gwbatch.config import validate_campaign
+from gwbatch.errors import ConfigError, DataError
+from gwbatch.io.store import read_meta
+from workflow.plan import make_plan
+
+
+def campaign(store, **sections):
+    raw = {"name": "t", "data": {"store": str(store)}, "search": {"kind": "pulse"}}
+    for key, value in sections.items():
+        raw.setdefault(key, {}).update(value)
+    return validate_campaign(raw)
+
+
+def test_plan_of_small_store(small_store):
+    meta = read_meta(small_store)
+    plan = make_plan(campaign(small_store, plan={"chunk": 64.0}), meta)
+    assert plan.ifos == ("H1", "L1") and len(plan.chunks) == 4
+    assert plan.travel[0][1] == pytest.approx(0.010012846, abs=1e-8)
+    text = plan.describe(float(meta.t0))
+    assert "4 tasks" in text and "H1, L1 at 1024 Hz" in text and "100 x 1 s" in text
+
+
+def test_detector_missing_from_store(small_store):
+    with pytest.raises(DataError, match="data.ifos names V1, not in store .* holds: H1, L1"):
+        make_plan(campaign(small_store, data={"ifos": ["H1", "V1"]}), read_meta(small_store))
+
+
+def test_span_outside_store(small_store):
+    with pytest.raises(DataError, match=r"data.start 1.0 is outside store .* \(GPS 1000000000.000000 .. 1000000256.000000\)"):
+        make_plan(campaign(small_store, data={"start": 1.0}), read_meta(small_store))
+    with pytest.raises(DataError, match="runs past the end of store"):
+        make_plan(campaign(small_store, data={"duration": 1000.0}), read_meta(small_store))
+
+
+def test_unknown_dq_flag(small_store):
+    with pytest.raises(DataError, match="DQ flag 'SCIENCE' is not in store"):
+        make_plan(campaign(small_store, data={"dq_flags": ["SCIENCE"]}), read_meta(small_store))
+
+
+def test_chunk_too_short_for_psd(small_store):
+    with pytest.raises(ConfigError, match="too short to estimate a PSD"):
+        make_plan(campaign(small_store, plan={"chunk": 4.0}), read_meta(small_store))
+
+
+def test_too_many_slides(small_store):
+    with pytest.raises(ConfigError, match="more than the analysed span"):
+        make_plan(campaign(small_store, background={"slides": 300}), read_meta(small_store))

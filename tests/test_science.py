@@ -1,0 +1,88 @@
+"""Science acceptance checks, each with its stated tolerance and seed:
+
+- the demo (seed 1, 60 injections) recovers >= 95% of injections with SNR >= 8, each within its
+  pulse width of the injected time, with the detected SNR calibrated to the injected one;
+- on noise only (seed 7) the number of zero-lag candidates with FAR <= F over livetime T agrees
+  with F T within 3 sigma (Poisson) for F T = 1, 10, 100;
+- the real pulsar J1807-0847: >= 120 of its 131 pulses at S/N >= 6, spaced by its period.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gwbatch.config import load_campaign, validate_campaign
+from gwbatch.io.sigproc import ingest_sigproc
+from gwbatch.simulate import simulate_store
+from workflow.campaign import run_campaign
+
+from .conftest import DATA, REPO
+
+
+def demo_campaign(store, out, *overrides):
+    return load_campaign(REPO / "configs" / "demo.yaml",
+                         [f"data.store={store}", f"output.dir={out}", "cluster.kind=in-process", *overrides])
+
+
+@pytest.fixture(scope="module")
+def demo_run(demo_store, tmp_path_factory):
+    return run_campaign(demo_campaign(demo_store, tmp_path_factory.mktemp("runs") / "demo"), progress=False)
+
+
+def test_demo_recovers_injections(demo_run):
+    inj = demo_run.reduced.injections
+    target = inj[inj["analysed"] & (inj["snr"] >= 8)]
+    assert len(target) == 60
+    found = target["found"].mean()
+    assert found >= 0.95, f"found {found:.3f}"
+    hit = target[target["found"]]
+    for ifo in ("H1", "L1", "V1"):
+        member = hit[hit[f"dt_{ifo}"].notna()]  # candidates this detector is part of
+        assert len(member) >= 0.9 * len(hit)
+        # within the pulse width (energy FWHM) of the injected arrival time
+        assert (np.abs(member[f"dt_{ifo}"]) <= np.maximum(member["duration"], 1 / 2048)).all()
+        ratio = member[f"found_rho_{ifo}"] / member[f"injected_snr_{ifo}"]
+        # SNR calibration: median within 5% of 1; most within 15% (noise alone spreads an SNR-8
+        # estimate by ~1/8 = 12.5%, so "every one within 15%" is not attainable at SNR 8).
+        assert abs(np.median(ratio) - 1) < 0.05
+        assert np.mean(np.abs(ratio - 1) <= 0.15) >= 0.85
+
+
+def test_demo_candidates_are_the_injections(demo_run):
+    cands = demo_run.reduced.candidates
+    inj = demo_run.reduced.injections
+    # Every candidate louder than all background is an injection.
+    loud = cands[cands["n_louder"] == 0]
+    assert set(loud.index) <= set(inj.loc[inj["found"], "candidate"])
+
+
+@pytest.mark.slow
+def test_false_alarm_rate_calibration(tmp_path):
+    store = simulate_store(tmp_path / "noise.zarr", ifos=("H1", "L1", "V1"), duration=2048, sample_rate=2048, seed=7)
+    run = run_campaign(demo_campaign(store, tmp_path / "run", "search.threshold=3.5"), progress=False)
+    cands = run.reduced.candidates
+    live = run.manifest["livetime"]["zero_lag_seconds"]
+    assert len(cands) > 150
+    for ft in (1, 10, 100):
+        far = ft / live
+        for col in ("far", "far_exclusive"):
+            n = int((cands[col] <= far).sum())
+            assert abs(n - ft) <= 3 * np.sqrt(ft), f"F*T={ft}: {n} zero-lag candidates ({col})"
+
+
+def test_real_pulsar(tmp_path):
+    store = ingest_sigproc(DATA / "pulsar-j1807" / "GBT_J1807-0847.tim", tmp_path / "psr.zarr")
+    campaign = load_campaign(REPO / "configs" / "pulsar-j1807.yaml",
+                             [f"data.store={store}", f"output.dir={tmp_path / 'run'}", "cluster.kind=in-process"])
+    run = run_campaign(campaign, progress=False)
+    cands = run.reduced.candidates.sort_values("gps_time")
+    pulses = cands[cands["snr"] >= 6]
+    assert len(pulses) >= 120
+    fs = 1 / 0.00016384
+    spacing = np.diff(pulses["gps_time"].to_numpy()) * fs
+    # The median spacing is the period to within 2 samples; single pulses jitter within the
+    # profile (W50 ~ 19 samples), so individual spacings scatter by several samples.
+    assert abs(np.median(spacing) - 0.16372 * fs) <= 2
+    first = pulses["gps_time"].iloc[0] - float(run.manifest["store"]["t0"])
+    assert first == pytest.approx(0.073, abs=0.003)

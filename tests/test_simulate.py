@@ -1,0 +1,108 @@
+"""Simulated data: deterministic, independent of how it is split, coloured by the design PSD."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from gwbatch.conditioning.psd import welch_median
+from gwbatch.errors import ConfigError
+from gwbatch.io.store import open_store, read_injections, read_meta, read_strain
+from gwbatch.simulate import simulate_store
+from gwbatch.simulate.injections import InjectionSpec, energy_fwhm, optimal_snr, waveform
+from gwbatch.simulate.noise import colouring_filter, coloured_noise
+from gwbatch.simulate.psd import design_psd
+
+
+def digest(path) -> str:
+    data = read_strain(open_store(path), read_meta(path).ifos, 0, read_meta(path).n_samples)
+    return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def test_same_seed_same_bytes(tmp_path):
+    kw = dict(ifos=("H1", "V1"), duration=32, sample_rate=512, injections=InjectionSpec(count=3, margin=4, min_spacing=1))
+    a = simulate_store(tmp_path / "a.zarr", seed=5, **kw)
+    b = simulate_store(tmp_path / "b.zarr", seed=5, **kw)
+    c = simulate_store(tmp_path / "c.zarr", seed=6, **kw)
+    assert digest(a) == digest(b) != digest(c)
+    assert read_injections(a).equals(read_injections(b))
+
+
+def test_chunking_does_not_change_the_data(tmp_path):
+    kw = dict(ifos=("H1",), duration=64, sample_rate=512, seed=2)
+    a = simulate_store(tmp_path / "a.zarr", chunk_samples=4096, **kw)
+    b = simulate_store(tmp_path / "b.zarr", chunk_samples=32768, **kw)
+    xa = read_strain(open_store(a), ["H1"], 0, 32768)[0]
+    xb = read_strain(open_store(b), ["H1"], 0, 32768)[0]
+    np.testing.assert_allclose(xa, xb, rtol=0, atol=1e-6 * np.abs(xa).max())
+
+
+def test_detector_stream_independent_of_others(tmp_path):
+    one = simulate_store(tmp_path / "a.zarr", ifos=("L1",), duration=8, sample_rate=256, seed=1)
+    two = simulate_store(tmp_path / "b.zarr", ifos=("H1", "L1"), duration=8, sample_rate=256, seed=1)
+    np.testing.assert_array_equal(read_strain(open_store(one), ["L1"], 0, 2048), read_strain(open_store(two), ["L1"], 0, 2048))
+
+
+@pytest.mark.parametrize("model,ifo", [("aLIGO", "H1"), ("AdVirgo", "V1")])
+def test_noise_has_the_design_psd(model, ifo):
+    fs = 2048
+    taps = colouring_filter(lambda f: design_psd(model, f), fs)
+    x = coloured_noise(11, 3, 0, 256 * fs, taps)
+    f, psd, n = welch_median(x, np.ones(x.size, bool), fs, 4.0)
+    band = (f >= 20) & (f <= 900)
+    ratio = psd[band] / design_psd(model, f[band])
+    # 127 segments: the median of the ratio is within 3% of 1 and 95% of bins within 30%.
+    assert abs(np.median(ratio) - 1) < 0.03
+    assert np.mean(np.abs(ratio - 1) < 0.3) > 0.95
+
+
+def test_design_psd_values():
+    # Values of LALSimulation's aLIGOZeroDetHighPower and AdvVirgo (Manzotti & Dietz 2012) curves.
+    asd = np.sqrt(design_psd("aLIGO", np.array([215.0, 1000.0])))
+    np.testing.assert_allclose(asd, [3.6179e-24, 5.2264e-24], rtol=1e-4)
+    assert np.sqrt(design_psd("AdVirgo", np.array([300.0])))[0] == pytest.approx(1.259e-24 * (
+        0.07 * np.exp(-0.142) + 3.1 * np.exp(-0.466) + 0.4 * np.exp(-0.304) + 0.09 * np.exp(1.466)))
+    with pytest.raises(ConfigError, match="known: aLIGO, AdVirgo, KAGRA"):
+        design_psd("LIGO-X", np.array([100.0]))
+
+
+def test_optimal_snr_white_noise_analytic():
+    # White one-sided PSD S0: rho^2 = (2 / S0) * integral h^2 dt.
+    fs, s0 = 4096.0, 2.0e-3
+    t = (np.arange(8192) - 4096) / fs
+    h = waveform("sine-gaussian", t, f0=300.0, q=9.0)
+    analytic = np.sqrt(2.0 / s0 * np.sum(h**2) / fs)
+    assert optimal_snr(h, fs, lambda f: np.full_like(f, s0), f_low=0.0) == pytest.approx(analytic, rel=1e-3)
+
+
+def test_energy_fwhm():
+    sigma = 1e-3
+    t = np.linspace(-5e-3, 5e-3, 200001)
+    e = waveform("gaussian", t, sigma=sigma) ** 2
+    above = t[e >= 0.5]
+    assert energy_fwhm("gaussian", sigma=sigma) == pytest.approx(above[-1] - above[0], rel=1e-3)
+
+
+def test_injections_listed_with_requested_snr(tmp_path):
+    path = simulate_store(tmp_path / "s.zarr", ifos=("H1", "L1"), duration=64, sample_rate=1024, seed=4,
+                          injections=InjectionSpec(count=5, snr=(10, 20), margin=4))
+    inj = read_injections(path)
+    assert len(inj) == 5 and set(inj["waveform"]) <= {"gaussian", "sine-gaussian"}
+    assert ((inj["snr"] >= 10) & (inj["snr"] <= 20)).all()
+    np.testing.assert_allclose(inj["snr_H1"], inj["snr"])
+    # Arrival times differ by at most the H1-L1 light travel time (10.0 ms).
+    assert (np.abs(inj["time_H1"] - inj["time_L1"]) <= 0.01002).all()
+
+
+def test_simulate_refuses_bad_arguments(tmp_path):
+    with pytest.raises(ConfigError, match="--duration must be positive"):
+        simulate_store(tmp_path / "x.zarr", ifos=("H1",), duration=-1, sample_rate=512, seed=0)
+    with pytest.raises(ConfigError, match="no design noise curve for detector 'G1'"):
+        simulate_store(tmp_path / "x.zarr", ifos=("G1",), duration=1, sample_rate=512, seed=0)
+    with pytest.raises(ConfigError, match="do not fit"):
+        simulate_store(tmp_path / "x.zarr", ifos=("H1",), duration=20, sample_rate=512, seed=0,
+                       injections=InjectionSpec(count=50))
+    with pytest.raises(ConfigError, match="unknown injection waveform"):
+        InjectionSpec(count=1, waveforms=("chirp",))

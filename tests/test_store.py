@@ -1,0 +1,118 @@
+"""The Zarr strain store: layout, exact t0, NaN/0 fill for gaps, atomic publication."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gwbatch.errors import DataError, OutputError
+from gwbatch.gpstime import GPSTime
+from gwbatch.io.store import (
+    DQ_BITS, StoreWriter, dq_sample_mask, open_store, read_dq, read_injections, read_meta, read_strain,
+)
+
+
+def make(path, n=4096, fs=256.0, t0="1000000000.5", overwrite=False):
+    writer = StoreWriter(path, ifos=("H1", "L1"), sample_rate=fs, t0=t0, n_samples=n, chunk_samples=1024,
+                         provenance={"source": "test"}, overwrite=overwrite)
+    return writer
+
+
+def test_roundtrip(tmp_path):
+    path = tmp_path / "s.zarr"
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal(4096).astype(np.float32) * 1e-21
+    with make(path) as w:
+        w.write_strain("H1", 0, data)
+        w.write_strain("L1", 1000, data[:500])
+        w.write_dq("H1", 0, np.full(16, 127))
+        w.write_injections(pd.DataFrame({"id": [0, 1], "waveform": ["gaussian", "sine-gaussian"], "snr": [8.0, 9.5]}))
+        w.commit()
+    meta = read_meta(path)
+    assert meta.ifos == ("H1", "L1") and meta.sample_rate == 256.0 and meta.n_samples == 4096
+    assert meta.t0 == GPSTime(1000000000, 500000000) and meta.dq_bits == DQ_BITS
+    assert meta.provenance == {"source": "test"} and meta.has_injections and meta.chunk_samples == 1024
+    ds = open_store(path)
+    assert ds["strain"].dims == ("ifo", "time") and ds["strain"].dtype == np.float32
+    assert "time" not in ds.coords  # times come from t0 and the rate
+    block = read_strain(ds, ["H1", "L1"], 0, 4096)
+    np.testing.assert_array_equal(block[0], data)
+    # Never-written strain is NaN, never zero; never-written DQ is 0.
+    assert np.isnan(block[1, :1000]).all() and np.isnan(block[1, 1500:]).all()
+    np.testing.assert_array_equal(block[1, 1000:1500], data[:500])
+    dq = read_dq(ds, ["H1", "L1"])
+    assert (dq[0] == 127).all() and (dq[1] == 0).all()
+    inj = read_injections(path)
+    assert list(inj["waveform"]) == ["gaussian", "sine-gaussian"] and list(inj["snr"]) == [8.0, 9.5]
+    np.testing.assert_allclose(meta.times([0, 256]), [1000000000.5, 1000000001.5])
+
+
+def test_read_outside_store_is_nan(tmp_path):
+    path = tmp_path / "s.zarr"
+    with make(path) as w:
+        w.write_strain("H1", 0, np.ones(4096))
+        w.commit()
+    block = read_strain(open_store(path), ["H1"], -10, 10)
+    assert np.isnan(block[0, :10]).all() and (block[0, 10:] == 1).all()
+
+
+def test_dq_sample_mask():
+    dq = np.array([127, 1, 0, 127], dtype=np.uint8)
+    mask = dq_sample_mask(dq, required=1, start=-2, stop=10, sample_rate=2.0)
+    # samples -2,-1 outside; seconds 0,1 pass; second 2 fails; second 3 passes; samples 8,9 outside
+    np.testing.assert_array_equal(mask, [0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0])
+    mask_cat = dq_sample_mask(dq, required=0b11, start=0, stop=8, sample_rate=2.0)
+    np.testing.assert_array_equal(mask_cat, [1, 1, 0, 0, 0, 0, 1, 1])
+
+
+def test_dq_flag_names_checked(tmp_path):
+    path = tmp_path / "s.zarr"
+    with make(path) as w:
+        w.commit()
+    meta = read_meta(path)
+    assert meta.dq_mask(["DATA", "CBC_CAT1"]) == 0b11
+    with pytest.raises(DataError, match="'CAT9' is not in store .* DATA, CBC_CAT1"):
+        meta.dq_mask(["CAT9"])
+
+
+def test_interrupted_write_leaves_nothing(tmp_path):
+    path = tmp_path / "s.zarr"
+    with pytest.raises(RuntimeError):
+        with make(path) as w:
+            w.write_strain("H1", 0, np.ones(100))
+            raise RuntimeError("killed")
+    assert not path.exists()
+    assert not any(p.name.startswith(".s.zarr") for p in tmp_path.iterdir())
+
+
+def test_existing_store_needs_overwrite(tmp_path):
+    path = tmp_path / "s.zarr"
+    with make(path) as w:
+        w.write_strain("H1", 0, np.ones(4096))
+        w.commit()
+    with pytest.raises(OutputError, match="already exists; pass --overwrite"):
+        make(path)
+    with make(path, overwrite=True) as w:
+        w.write_strain("H1", 0, np.full(4096, 2.0))
+        w.commit()
+    assert (read_strain(open_store(path), ["H1"], 0, 4)[0] == 2).all()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
+
+
+def test_bad_writes_and_paths(tmp_path):
+    with make(tmp_path / "s.zarr") as w:
+        with pytest.raises(DataError, match="outside"):
+            w.write_strain("H1", 4000, np.ones(200))
+        with pytest.raises(DataError, match="outside"):
+            w.write_dq("H1", 10, np.ones(10))
+        w.abort()
+    with pytest.raises(DataError, match="does not exist"):
+        read_meta(tmp_path / "missing.zarr")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(DataError, match="not a Zarr v3 group|not a gwbatch strain store"):
+        read_meta(tmp_path / "plain")
+    with pytest.raises(DataError, match="sample rate"):
+        StoreWriter(tmp_path / "x.zarr", ifos=("H1",), sample_rate=0, t0=0, n_samples=10)
+    with pytest.raises(DataError, match="duplicate"):
+        StoreWriter(tmp_path / "x.zarr", ifos=("H1", "H1"), sample_rate=1, t0=0, n_samples=10)
