@@ -29,30 +29,30 @@ import numpy as np  # noqa: E402
 
 from gwbatch._xp import device_name, get_xp  # noqa: E402
 from gwbatch.config import PulseSearchConfig  # noqa: E402
-from gwbatch.pulse.boxcar import boxcar_best  # noqa: E402
+from gwbatch.pulse.boxcar import run_rounds  # noqa: E402
 from gwbatch.pulse.plan import boxcar_plan  # noqa: E402
 from gwbatch.pulse.search import search_series  # noqa: E402
-from gwbatch.pulse.series import sigma_n, transform_constants  # noqa: E402
+from gwbatch.pulse.series import round_constants, sigma_n  # noqa: E402
 
 PLAN = [32] + [16] * 8
 
 
-def kernel_rounds(xp, y, plan, kind: str):
-    """All rounds of decimation + boxcar launch for one series (what the GPU kernel path does)."""
-    energy = kind == "energy"
-    series = y
-    out = None
-    for r, rnd in enumerate(plan.rounds):
-        if r:
-            m = series.size // 2
-            series = series[0 : 2 * m : 2] + series[1 : 2 * m : 2]
+def round_inputs(xp, plan, kind: str, mean: float, std: float, threshold: float):
+    """Per-round kernel constants, on the device (made once, as the search does per series)."""
+    out = []
+    for rnd in plan.rounds:
         widths = np.arange(rnd.first_width, rnd.last_width + 1)
         d = rnd.decimation
-        p, q, rr = transform_constants(kind, widths, 1.0 * d, sigma_n(widths, np.sqrt(2.0 * d), "white"))
-        n_out = series.size - rnd.last_width + 1
-        out = boxcar_best(series[: n_out + rnd.last_width - 1], rnd.first_width, rnd.last_width,
-                          xp.asarray(p), xp.asarray(q), xp.asarray(rr), energy)
+        consts = round_constants(kind, widths, mean * d, sigma_n(widths, std * np.sqrt(d), "white"), threshold)
+        out.append((rnd, xp.asarray(consts)))
     return out
+
+
+def kernel_rounds(xp, series, valid, n, rounds, kind: str, threshold: float):
+    """Every round's launch (boxcars, threshold, next round's decimated series) for one series."""
+    plan_rounds = [rnd for rnd, _ in rounds]
+    results = run_rounds(series, valid, plan_rounds, lambda k, _s: rounds[k][1], threshold, kind == "energy", n)
+    return sum(int(r[0].size) for r in results)
 
 
 def timed(xp, fn, repeat: int) -> float:
@@ -88,11 +88,17 @@ def main() -> None:
     rng = np.random.default_rng(0)
     data = [xp.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(args.series)]
     valid = xp.ones(n, dtype=bool)
+    valid_u8 = xp.ones(n, dtype=xp.uint8)
     total = args.series * n
     rows = []
     for kind in ("amplitude", "energy"):
-        series = [d if kind == "amplitude" else d * d for d in data]
-        t_kernel = timed(xp, lambda: [kernel_rounds(xp, s, plan, kind) for s in series], args.repeat)
+        padded = []
+        for d in data:
+            y = d if kind == "amplitude" else d * d
+            padded.append(xp.concatenate([y, xp.full(plan.max_width, float(y.mean()), dtype=xp.float32)]))
+        mean, std = (0.0, 1.0) if kind == "amplitude" else (1.0, np.sqrt(2.0))
+        rounds = round_inputs(xp, plan, kind, mean, std, 6.0)
+        t_kernel = timed(xp, lambda: [kernel_rounds(xp, s, valid_u8, n, rounds, kind, 6.0) for s in padded], args.repeat)
         cfg = PulseSearchConfig(series=kind, threshold=6.0, decimation=PLAN)
         t_search = timed(xp, lambda: [search_series(d, valid, cfg, 1.0) for d in data], max(1, args.repeat // 3))
         rows.append({"series": kind, "kernel_s": t_kernel, "kernel_samples_per_s": total / t_kernel,

@@ -33,6 +33,7 @@ def make_campaign(store, out, **overrides):
         "background": {"slides": 50},
         "plan": {"chunk": 64.0},
         "cluster": {"kind": "in-process", "dashboard_address": ":0"},
+        "backend": "numpy",
         "output": {"dir": str(out)},
     }
     for dotted, value in overrides.items():
@@ -158,7 +159,7 @@ def test_nonfinite_strain_and_dq_gaps_are_masked(small_store, tmp_path):
 def test_cli_exit_codes_and_messages(small_store, tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"name: cli\ndata: {{store: {small_store}}}\nsearch: {{kind: pulse}}\n"
-                   f"cluster: {{kind: in-process}}\noutput: {{dir: {tmp_path / 'out'}}}\nplan: {{chunk: 64}}\n")
+                   f"cluster: {{kind: in-process}}\nbackend: numpy\noutput: {{dir: {tmp_path / 'out'}}}\nplan: {{chunk: 64}}\n")
     assert main(["run", str(cfg), "--dry-run"]) == 0
     assert "4 tasks" in capsys.readouterr().out
     assert main(["run", str(cfg), "--set", "search.threshold=-1"]) == 2

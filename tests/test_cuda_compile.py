@@ -11,15 +11,14 @@ import pytest
 from gwbatch.pulse import _cuda as pulse_cuda
 
 NVCC = shutil.which("nvcc")
+SIGNATURE = ("(const float*, const long long, const long long, const unsigned char*, const long long, "
+             "const float*, const float, float*, const long long, unsigned long long*, const long long, "
+             "long long*, int*, float*);")
 SOURCES = {
-    "pulse.boxcar_best": (
+    "pulse.boxcar_round": (
         pulse_cuda.SOURCE,
-        [
-            "template __global__ void boxcar_best<true>(const float*, const long long, const int, const int, "
-            "const float*, const float*, const float*, float*, int*);",
-            "template __global__ void boxcar_best<false>(const float*, const long long, const int, const int, "
-            "const float*, const float*, const float*, float*, int*);",
-        ],
+        [f"template __global__ void {pulse_cuda.kernel_name(e, f, l)}{SIGNATURE}"
+         for e in (True, False) for f, l in ((1, 32), (17, 32), (1, 16), (9, 16))],
     ),
 }
 

@@ -9,10 +9,10 @@ from scipy.stats import norm
 
 from gwbatch._xp import to_host
 from gwbatch.config import PulseSearchConfig
-from gwbatch.pulse.boxcar import boxcar_best, boxcar_best_numpy
+from gwbatch.pulse.boxcar import boxcar_best_numpy, boxcar_round
 from gwbatch.pulse.plan import boxcar_plan
 from gwbatch.pulse.search import search_series
-from gwbatch.pulse.series import boxcar_sum, sigma_n, transform_constants
+from gwbatch.pulse.series import boxcar_sum, round_constants, sigma_n, transform_constants
 from gwbatch.pulse.stats import chan_moments, robust_moments
 
 
@@ -59,21 +59,30 @@ def brute_force(y, first, last, p, q, r, energy):
 
 
 @pytest.mark.parametrize("energy", [False, True])
-@pytest.mark.parametrize("first,last", [(1, 8), (5, 12)])
-def test_boxcar_kernel_matches_brute_force(xp, energy, first, last):
+@pytest.mark.parametrize("first,last,stride", [(1, 8, 1), (5, 12, 2), (17, 32, 4)])
+def test_boxcar_round_matches_brute_force(xp, energy, first, last, stride):
     rng = np.random.default_rng(2)
-    y = rng.standard_normal(700).astype(np.float32)
+    n_out = 1500
+    y = rng.standard_normal(n_out + last + 37).astype(np.float32)
     if energy:
         y = y * y
+    valid = rng.random(n_out * stride) > 0.05
     widths = np.arange(first, last + 1)
     mean, std = float(y.mean()), float(y.std())
-    p, q, r = transform_constants("energy" if energy else "amplitude", widths, mean, sigma_n(widths, std, "white"))
-    best, width = boxcar_best(xp.asarray(y), first, last, xp.asarray(p), xp.asarray(q), xp.asarray(r), energy)
-    ref_best, ref_width = brute_force(y, first, last, p, q, r, energy)
-    np.testing.assert_allclose(to_host(best), ref_best, rtol=1e-5, atol=1e-5)
-    # Widths agree except where two widths give the same SNR to float32 precision.
-    agree = to_host(width) == ref_width
-    assert agree.mean() > 0.99
+    kind = "energy" if energy else "amplitude"
+    sig = sigma_n(widths, std, "white")
+    threshold = 1.5  # low, so the check sees many hits (widths are strongly correlated)
+    consts = round_constants(kind, widths, mean, sig, threshold)
+    idx, width, snr, nxt = boxcar_round(xp.asarray(y), xp.asarray(valid.astype(np.uint8)), stride, first, last,
+                                        xp.asarray(consts), threshold, energy, n_out)
+    p, q, r = transform_constants(kind, widths, mean, sig)
+    ref_best, ref_width = brute_force(y[: n_out + last - 1], first, last, p, q, r, energy)
+    ref_hit = np.flatnonzero((ref_best >= threshold) & valid[::stride][:n_out])
+    assert ref_hit.size > 20
+    np.testing.assert_array_equal(to_host(idx), ref_hit)
+    np.testing.assert_allclose(to_host(snr), ref_best[ref_hit], rtol=1e-5, atol=1e-5)
+    assert np.mean(to_host(width) == ref_width[ref_hit]) > 0.98  # ties to float32 precision aside
+    np.testing.assert_allclose(to_host(nxt), y[0 : 2 * (y.size // 2) : 2] + y[1 : 2 * (y.size // 2) : 2], rtol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["amplitude", "energy"])

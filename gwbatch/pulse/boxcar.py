@@ -1,10 +1,13 @@
-"""Per-start best boxcar SNR and width: the NumPy twin and the backend dispatch.
+"""One boxcar round: the NumPy twin of the CUDA kernel and the backend dispatch.
 
-Contract (both backends): ``y`` holds ``n_out + last - 1`` samples; for every start
-``i < n_out`` and width ``w`` in ``[first, last]`` the boxcar sum is ``B = y[i] + ... + y[i+w-1]``
-and its SNR ``z`` follows from the per-width constants ``p, q, r`` (index ``w - first``):
-``z = B p - q`` (amplitude) or ``z = (cbrt(B p) - q) r`` (energy).  Returns ``(best_snr float32,
-best_width int32)`` per start, the width in the round's samples.
+Contract (both backends), for a round of widths ``first..last`` over ``series`` (float32, at least
+``n_out + last - 1`` samples): for every start ``i < n_out`` whose original sample ``i * stride``
+is valid, the best SNR over the widths, where width ``w``'s SNR follows from its boxcar sum
+``B = series[i] + ... + series[i+w-1]`` and the per-width constants ``consts = [T, p, q, r]``
+(each of length ``last - first + 1``): ``z = B p - q`` (amplitude) or ``z = (cbrt(B p) - q) r``
+(energy); ``T`` is the sum at which ``z`` reaches the threshold.  Returns the starts whose best SNR
+is at least ``threshold``, sorted, as ``(start int64, width int32, snr float32, next_series)`` where
+``next_series`` (float32) holds sums of sample pairs, the next round's input.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from gwbatch._xp import array_namespace
 
 
 def boxcar_best_numpy(y, first: int, last: int, p, q, r, energy: bool):
-    """NumPy twin of the CUDA kernel: float64 prefix sums, one vectorised pass per width."""
+    """Per-start best SNR (float32) and width (int32) over widths ``first..last`` (float64 prefix sums)."""
     y = np.asarray(y, dtype=np.float32)
     n_out = y.size - last + 1
     if n_out <= 0:
@@ -32,10 +35,50 @@ def boxcar_best_numpy(y, first: int, last: int, p, q, r, energy: bool):
     return best.astype(np.float32), width
 
 
-def boxcar_best(y, first: int, last: int, p, q, r, energy: bool):
-    """Dispatch to the CUDA kernel for CuPy input, else the NumPy twin."""
-    if array_namespace(y) is np:
-        return boxcar_best_numpy(y, first, last, p, q, r, energy)
-    from gwbatch.pulse._cuda import boxcar_best_cuda
+def boxcar_round_numpy(series, valid, valid_stride: int, first: int, last: int, consts, threshold: float,
+                       energy: bool, n_out: int):
+    series = np.asarray(series, dtype=np.float32)
+    nw = last - first + 1
+    consts = np.asarray(consts, dtype=np.float64)
+    p, q, r = consts[nw : 2 * nw], consts[2 * nw : 3 * nw], consts[3 * nw :]
+    best, width = boxcar_best_numpy(series[: n_out + last - 1], first, last, p, q, r, energy)
+    hit = (best >= threshold) & np.asarray(valid)[::valid_stride][:n_out].astype(bool)
+    idx = np.flatnonzero(hit)
+    m = series.size // 2
+    nxt = series[0 : 2 * m : 2] + series[1 : 2 * m : 2]
+    return idx.astype(np.int64), width[idx], best[idx], nxt
 
-    return boxcar_best_cuda(y, first, last, p, q, r, energy)
+
+def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bool, n: int) -> list[tuple]:
+    """All rounds of a plan over one series: host ``(start, width, snr)`` per round.
+
+    ``rounds`` are the plan's rounds; ``round_consts(k, series_k)`` gives round ``k``'s constants from
+    its input series (it may measure it).  On the GPU every round is queued without waiting and the
+    results are read back with one synchronisation; the NumPy twin runs them in turn.
+    """
+    cuda = array_namespace(series) is not np
+    if cuda:
+        from gwbatch.pulse._cuda import collect_rounds, launch_round
+    pending, out = [], []
+    for k, rnd in enumerate(rounds):
+        d = rnd.decimation
+        args = (valid, d, rnd.first_width, rnd.last_width, round_consts(k, series), threshold, energy, -(-n // d))
+        if cuda:
+            result, series = launch_round(series, *args)
+            pending.append(result)
+        else:
+            idx, width, snr, series = boxcar_round_numpy(series, *args)
+            out.append((idx, width, snr))
+    return collect_rounds(pending) if cuda else out
+
+
+def boxcar_round(series, valid, valid_stride: int, first: int, last: int, consts, threshold: float,
+                 energy: bool, n_out: int):
+    """One round on either backend (the contract above), synchronously."""
+    if array_namespace(series) is np:
+        return boxcar_round_numpy(series, valid, valid_stride, first, last, consts, threshold, energy, n_out)
+    from gwbatch.pulse._cuda import collect_rounds, launch_round
+
+    pending, nxt = launch_round(series, valid, valid_stride, first, last, consts, threshold, energy, n_out)
+    idx, width, snr = collect_rounds([pending])[0]
+    return idx, width, snr, nxt

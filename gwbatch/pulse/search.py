@@ -23,9 +23,9 @@ import numpy as np
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.candidates.fof import friends_of_friends
 from gwbatch.config import PulseSearchConfig
-from gwbatch.pulse.boxcar import boxcar_best
+from gwbatch.pulse.boxcar import run_rounds
 from gwbatch.pulse.plan import boxcar_plan
-from gwbatch.pulse.series import boxcar_sum, detection_series, sigma_n, transform_constants
+from gwbatch.pulse.series import boxcar_sum, detection_series, round_constants, sigma_n
 from gwbatch.pulse.stats import robust_moments
 
 
@@ -56,12 +56,6 @@ class SeriesTriggers:
         )
 
 
-def _decimate(y, xp):
-    """Sum sample pairs (the round's series); an odd tail sample is dropped (it is padding)."""
-    m = y.size // 2
-    return y[0 : 2 * m : 2] + y[1 : 2 * m : 2]
-
-
 def _valid_starts(valid, decimation: int, n_out: int, xp):
     v = valid[::decimation]
     return v[:n_out] if v.size >= n_out else xp.concatenate([v, xp.zeros(n_out - v.size, dtype=bool)])
@@ -70,17 +64,19 @@ def _valid_starts(valid, decimation: int, n_out: int, xp):
 def excess_centroid(y, valid, mean: float, start: np.ndarray, width: np.ndarray) -> np.ndarray:
     """Centroid (fractional sample) of ``max(y - mean, 0)`` over each ``[start, start + width)``."""
     xp = array_namespace(y, valid)
-    excess = xp.where(valid, xp.maximum(y - mean, 0.0), 0.0)
-    idx = xp.arange(y.size, dtype=xp.float64)
-    p0 = xp.concatenate([xp.zeros(1), xp.cumsum(excess)])
-    p1 = xp.concatenate([xp.zeros(1), xp.cumsum(idx * excess)])
-    lo = xp.asarray(np.clip(start, 0, y.size))
-    hi = xp.asarray(np.clip(start + width, 0, y.size))
-    s0 = to_host(p0[hi] - p0[lo])
-    s1 = to_host(p1[hi] - p1[lo])
+    if start.size == 0:
+        return np.zeros(0)
+    offsets = np.arange(int(width.max()))
+    idx = start[:, None] + offsets[None, :]
+    inside = (offsets[None, :] < width[:, None]) & (idx < y.size)
+    flat = xp.asarray(np.where(inside, idx, 0).ravel())
+    values = to_host(y[flat]).reshape(idx.shape)
+    ok = to_host(valid[flat]).reshape(idx.shape) & inside
+    weight = np.where(ok, np.maximum(values - mean, 0.0), 0.0)
+    s0 = weight.sum(axis=1)
     centre = start + (width - 1) / 2.0
-    ok = s0 > 0
-    centre[ok] = s1[ok] / s0[ok]
+    has = s0 > 0
+    centre[has] = (weight[has] * idx[has]).sum(axis=1) / s0[has]
     return centre
 
 
@@ -95,42 +91,48 @@ def raw_triggers(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | N
     if count < 2 or not std > 0:
         return (*empty, mean, std)
     n = y.size
-    # Right padding with the mean gives every start a full-width boxcar.
-    series = xp.concatenate([xp.where(valid, y, mean), xp.full(plan.max_width, mean)])
-    out = [[], [], [], []]
-    mean_r, std_r = mean, std
-    for r, rnd in enumerate(plan.rounds):
-        if r > 0:
-            series = _decimate(series, xp)
+    # Invalid samples take the mean, and padding with the mean gives every start a full-width boxcar.
+    series = xp.empty(n + plan.max_width, dtype=xp.float32)
+    series[:n] = xp.where(valid, y, mean)
+    series[n:] = mean
+    valid_u8 = valid.astype(xp.uint8)
+    consts = {}
+
+    def round_consts(k: int, series_k):
+        rnd = plan.rounds[k]
         d = rnd.decimation
         widths = np.arange(rnd.first_width, rnd.last_width + 1)
         if cfg.sigma == "white":
             mean_r, std_r, sig_nmax = mean * d, std * np.sqrt(d), None
-        else:
-            v_r = _valid_starts(valid, d, series.size, xp)
-            mean_r, std_r, _ = robust_moments(series, v_r, cfg.clip, cfg.clip_iterations)
-            prefix = xp.concatenate([xp.zeros(1), xp.cumsum(series, dtype=xp.float64)])
+        else:  # eq. 5: measure this round's series and its widest boxcar
+            v_r = _valid_starts(valid, d, series_k.size, xp)
+            mean_r, std_r, _ = robust_moments(series_k, v_r, cfg.clip, cfg.clip_iterations)
+            prefix = xp.concatenate([xp.zeros(1), xp.cumsum(series_k, dtype=xp.float64)])
             wmax = rnd.last_width
             sums = prefix[wmax:] - prefix[:-wmax]
             _, sig_nmax, _ = robust_moments(sums, v_r[: sums.size], cfg.clip, cfg.clip_iterations)
-        sig_n = sigma_n(widths, std_r, cfg.sigma, sig_nmax)
-        p, q, rr = transform_constants(cfg.series, widths, mean_r, sig_n)
-        n_out = -(-n // d)
-        kernel_in = series[: n_out + rnd.last_width - 1].astype(xp.float32)
-        best, width = boxcar_best(kernel_in, rnd.first_width, rnd.last_width, xp.asarray(p), xp.asarray(q), xp.asarray(rr), energy)
-        hit = (best >= cfg.threshold) & _valid_starts(valid, d, n_out, xp)
-        idx = to_host(xp.flatnonzero(hit))
+        consts[k] = (mean_r, round_constants(cfg.series, widths, mean_r, sigma_n(widths, std_r, cfg.sigma, sig_nmax),
+                                             cfg.threshold))
+        return xp.asarray(consts[k][1])
+
+    results = run_rounds(series, valid_u8, plan.rounds, round_consts, cfg.threshold, energy, n)
+    out = [[], [], [], []]
+    for k, (idx, width, best) in enumerate(results):
         if idx.size == 0:
             continue
-        z = to_host(best[xp.asarray(idx)]).astype(np.float64)
-        w = to_host(width[xp.asarray(idx)]).astype(np.int64)
+        rnd = plan.rounds[k]
+        d = rnd.decimation
+        mean_r, c = consts[k]
+        idx, w, z = idx.astype(np.int64), width.astype(np.int64), best.astype(np.float64)
+        nw = rnd.n_widths
         j = w - rnd.first_width
+        p, q, rr = c[nw : 2 * nw][j], c[2 * nw : 3 * nw][j], c[3 * nw :][j]
         if energy:
-            excess = boxcar_sum("energy", z, p[j], q[j], rr[j]) - w * mean_r
+            excess = boxcar_sum("energy", z, p, q, rr) - w * mean_r
             rho = np.sqrt(np.maximum(excess, 0.0) / mean * (snr2_per_energy or 1.0))
         else:
             rho = z
-        for lst, val in zip(out, (idx.astype(np.int64) * d, w * d, z, rho)):
+        for lst, val in zip(out, (idx * d, w * d, z, rho)):
             lst.append(val)
     if not out[0]:
         return (*empty, mean, std)

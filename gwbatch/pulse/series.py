@@ -63,6 +63,19 @@ def transform_constants(kind: str, widths: np.ndarray, mean: float, sig_n: np.nd
     return tuple(a.astype(np.float32) for a in (p, q, r))
 
 
+def round_constants(kind: str, widths: np.ndarray, mean: float, sig_n: np.ndarray, threshold: float) -> np.ndarray:
+    """Kernel constants ``[T, p, q, r]`` (float32, concatenated) for one round.
+
+    ``T_w`` is the boxcar sum at which width ``w``'s SNR reaches ``threshold``; the kernel tests
+    ``B >= T`` first and computes the SNR only where that holds.  ``T`` is rounded down by one part
+    in 1e6 so float32 rounding never hides a start that the exact SNR would keep.
+    """
+    p, q, r = transform_constants(kind, widths, mean, sig_n)
+    t = boxcar_sum(kind, np.full(len(widths), threshold), p, q, r)
+    t = t - 1e-6 * np.abs(t)
+    return np.concatenate([t, p, q, r]).astype(np.float32)
+
+
 def boxcar_sum(kind: str, z: np.ndarray, p: np.ndarray, q: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Invert the transform: the boxcar sum ``B`` behind SNR ``z`` (float64)."""
     z, p, q, r = (np.asarray(a, dtype=np.float64) for a in (z, p, q, r))
