@@ -104,7 +104,9 @@ class PulseSearchConfig(StrictModel):
     sigma: Literal["white", "linear"] = Field(
         "white", description="σ_N model: white = sqrt(N)·σ (eq. 4); linear = eq. 5 blend with a measured σ_Nmax"
     )
-    clip: PositiveFloat | None = Field(None, description="reject samples beyond this many σ when estimating μ, σ")
+    clip: PositiveFloat | None = Field(
+        5.0, description="reject samples beyond this many σ when estimating μ, σ (loud pulses must not raise σ); null: off"
+    )
     clip_iterations: PositiveInt = Field(3, description="outlier-rejection iterations when clip is set")
     merge_gap: NonNegativeInt = Field(0, description="samples allowed between boxcars merged friends-of-friends")
 

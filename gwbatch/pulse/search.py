@@ -1,7 +1,8 @@
 """The single-pulse search of one conditioned series (ALGORITHMS.md §5; Adámek & Armour 2018).
 
 1. The detection series (``amplitude`` or ``energy``, :mod:`gwbatch.pulse.series`), its mean and
-   standard deviation by Chan et al.'s pairwise updates, optionally outlier-clipped.
+   standard deviation by Chan et al.'s pairwise updates with outlier rejection (see
+   :func:`series_moments`), so loud pulses do not raise the noise estimate.
 2. Invalid samples are replaced by the mean, so a boxcar touching them gains nothing.
 3. Boxcar rounds of the decimation plan; each round reports, per boxcar start, the best
    (SNR, width); starts over the threshold at valid samples become triggers.
@@ -80,13 +81,28 @@ def excess_centroid(y, valid, mean: float, start: np.ndarray, width: np.ndarray)
     return centre
 
 
+def series_moments(cfg: PulseSearchConfig, data, y, valid) -> tuple[float, float, int]:
+    """Mean and σ of the detection series, robust to the transients being searched for.
+
+    Amplitude series: Chan moments of the series, outlier-clipped.  Energy series: the clipped
+    moments of the whitened amplitude ``x`` (Gaussian noise), turned into those of ``x^2``:
+    ``mu_E = s^2 + m^2``, ``sigma_E^2 = 2 s^4 + 4 m^2 s^2``.  Clipping ``x^2`` directly would
+    cut the chi-squared tail that the noise itself has; estimating from all samples would let a
+    loud pulse inflate σ and hide quieter ones in the same chunk.
+    """
+    if cfg.series == "energy":
+        m, s, count = robust_moments(data, valid, cfg.clip, cfg.clip_iterations)
+        return s * s + m * m, float(np.sqrt(2 * s**4 + 4 * m * m * s * s)), count
+    return robust_moments(y, valid, cfg.clip, cfg.clip_iterations)
+
+
 def raw_triggers(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | None = None):
     """Above-threshold boxcars of every round, before merging: host ``(start, width, snr, rho)`` and (μ, σ)."""
     xp = array_namespace(data, valid)
     plan = boxcar_plan(cfg.decimation)
     energy = cfg.series == "energy"
     y = detection_series(cfg.series, data.astype(xp.float64, copy=False))
-    mean, std, count = robust_moments(y, valid, cfg.clip, cfg.clip_iterations)
+    mean, std, count = series_moments(cfg, data, y, valid)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     if count < 2 or not std > 0:
         return (*empty, mean, std)
