@@ -15,7 +15,7 @@ import pytest
 import zarr
 
 from gwbatch.config import validate_campaign
-from gwbatch.errors import DataError, OutputError
+from gwbatch.errors import OutputError
 from gwbatch.io.tables import read_table
 from gwbatch.searches.pulse import PulseSearch
 from workflow.campaign import run_campaign

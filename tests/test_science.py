@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gwbatch.config import load_campaign, validate_campaign
+from gwbatch.config import load_campaign
 from gwbatch.io.sigproc import ingest_sigproc
 from gwbatch.simulate import simulate_store
 from workflow.campaign import run_campaign

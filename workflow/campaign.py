@@ -10,7 +10,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 import gwbatch
 from gwbatch.background.far import SECONDS_PER_YEAR

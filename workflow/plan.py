@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from gwbatch.background import check_slides
-from gwbatch.background.slides import slide_shifts
 from gwbatch.conditioning.psd import MIN_SEGMENTS
 from gwbatch.config import Campaign
 from gwbatch.detectors import get_detector, known_detectors, light_travel_time
@@ -60,10 +59,6 @@ class Plan:
         """
         return ring_length(self.span_start, self.span_stop, self.halo_after, self.sample_rate)
 
-    @property
-    def shifts(self) -> np.ndarray:
-        return slide_shifts(len(self.ifos), self.n_slides, self.slide_step, self.ring)
-
     def describe(self, t0_float: float) -> str:
         fs = self.sample_rate
         lines = [
@@ -82,11 +77,6 @@ class Plan:
                 f"  [{c.start}, {c.stop})  [{c.read_start}, {c.read_stop})"
             )
         return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["chunks"] = [asdict(c) for c in self.chunks]
-        return d
 
 
 def ring_length(span_start: int, span_stop: int, halo_after: int, sample_rate: float) -> float:

@@ -14,7 +14,6 @@ refused with a message saying so, rather than guessed at.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import numpy as np
 
 from gwbatch.errors import DataError, OutputError
 from gwbatch.gpstime import GPSTime
-from gwbatch.io.store import StoreWriter
+from gwbatch.io.store import StoreWriter, file_sha256
 
 _STRAIN = "strain/Strain"
 _DQMASK = "quality/simple/DQmask"
@@ -275,13 +274,6 @@ def _check_overlaps(files: Sequence[_Layout], offsets: Sequence[int], t0: GPSTim
             )
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def _provenance(files: Sequence[_Layout]) -> dict:
     return {
@@ -292,7 +284,7 @@ def _provenance(files: Sequence[_Layout]) -> dict:
                 "ifo": f.ifo,
                 "gps_start": str(f.t0),
                 "duration": f.n_samples / f.sample_rate,
-                "sha256": _sha256(f.path),
+                "sha256": file_sha256(f.path),
             }
             for f in files
         ],

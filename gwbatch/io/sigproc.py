@@ -9,7 +9,6 @@ numbers are little-endian.  The samples follow the header directly, ``nbits`` bi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import struct
@@ -21,7 +20,7 @@ import numpy as np
 
 from gwbatch.errors import ConfigError, DataError
 from gwbatch.gpstime import GPSTime
-from gwbatch.io.store import StoreWriter
+from gwbatch.io.store import StoreWriter, file_sha256
 
 _INT_KEYS = frozenset(
     {"telescope_id", "machine_id", "data_type", "barycentric", "pulsarcentric", "nbits",
@@ -222,13 +221,6 @@ def series_name(header: dict, name: str | None = None) -> str:
     return TELESCOPES.get(header.get("telescope_id"), DEFAULT_SERIES)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def ingest_sigproc(
     path: str | os.PathLike,
@@ -254,7 +246,7 @@ def ingest_sigproc(
     t0 = mjd_utc_to_gps(_require(header, "tstart", series.path))
     rate = series.sample_rate
     n = series.data.size
-    provenance = {"source": "sigproc", "file": series.path.name, "sha256": _sha256(series.path), "header": header}
+    provenance = {"source": "sigproc", "file": series.path.name, "sha256": file_sha256(series.path), "header": header}
     with StoreWriter(
         out, ifos=(label,), sample_rate=rate, t0=t0, n_samples=n, dq_bits=("DATA",),
         provenance=provenance, overwrite=overwrite,

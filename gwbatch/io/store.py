@@ -18,6 +18,7 @@ an interrupted write never leaves a store that looks complete.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -59,10 +60,6 @@ class StoreMeta:
         return self.n_samples / self.sample_rate
 
     @property
-    def n_seconds(self) -> int:
-        return int(np.ceil(self.n_samples / self.sample_rate))
-
-    @property
     def end(self) -> float:
         return float(self.t0) + self.duration
 
@@ -80,13 +77,6 @@ class StoreMeta:
                 )
             mask |= 1 << self.dq_bits.index(name)
         return mask
-
-    def ifo_index(self, ifo: str) -> int:
-        if ifo not in self.ifos:
-            raise DataError(
-                f"detector {ifo!r} is not in store {self.path} (it holds: {', '.join(self.ifos)})"
-            )
-        return self.ifos.index(ifo)
 
 
 class StoreWriter:
@@ -211,6 +201,15 @@ class StoreWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.abort()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (for the provenance of ingested files)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _check_store(path: Path) -> zarr.Group:
