@@ -101,7 +101,7 @@ def raw_triggers(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | N
     xp = array_namespace(data, valid)
     plan = boxcar_plan(cfg.decimation)
     energy = cfg.series == "energy"
-    y = detection_series(cfg.series, data.astype(xp.float64, copy=False))
+    y = detection_series(cfg.series, data)
     mean, std, count = series_moments(cfg, data, y, valid)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     if count < 2 or not std > 0:
@@ -163,7 +163,7 @@ def search_series(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | 
     groups = friends_of_friends(start, start + width, snr, cfg.merge_gap)
     k = groups.peak
     xp = array_namespace(data, valid)
-    y = detection_series(cfg.series, data.astype(xp.float64, copy=False))
+    y = detection_series(cfg.series, data)
     centre = excess_centroid(y, valid, mean, start[k], width[k])
     return SeriesTriggers(
         start[k], width[k], centre, snr[k], rho[k], groups.start, groups.stop, groups.members, mean, std

@@ -25,20 +25,30 @@ def _merge(n_a, t_a, s_a, n_b, t_b, s_b, xp):
     return n, t_a + t_b, s_a + s_b + cross
 
 
+def _block_moments(xb, vb, xp):
+    """Per-block ``(n, T, S)`` of the valid samples of ``xb`` (blocks along axis 1), float64 sums."""
+    n = vb.sum(axis=1, dtype=xp.float64)
+    t = xp.where(vb, xb, 0).sum(axis=1, dtype=xp.float64)
+    mean = (t / xp.where(n > 0, n, 1)).astype(xb.dtype)
+    dev = xp.where(vb, xb - mean[:, None], 0)
+    return n, t, (dev * dev).sum(axis=1, dtype=xp.float64)
+
+
 def chan_moments(x, valid=None) -> tuple[float, float, int]:
-    """``(mean, std, count)`` of the valid samples of ``x`` (population std, ``sqrt(S/n)``)."""
+    """``(mean, std, count)`` of the valid samples of ``x`` (population std, ``sqrt(S/n)``).
+
+    Blocks are views of ``x`` (no padded copy); sums accumulate in float64 whatever ``x``'s dtype.
+    """
     xp = array_namespace(x, valid)
-    x = x.astype(xp.float64, copy=False)
     if valid is None:
         valid = xp.ones(x.size, dtype=bool)
-    nblocks = max(1, -(-x.size // BLOCK))
-    pad = nblocks * BLOCK - x.size
-    xb = xp.concatenate([xp.where(valid, x, 0.0), xp.zeros(pad)]).reshape(nblocks, BLOCK)
-    vb = xp.concatenate([valid, xp.zeros(pad, dtype=bool)]).reshape(nblocks, BLOCK)
-    n = vb.sum(axis=1).astype(xp.float64)
-    t = xb.sum(axis=1)
-    mean_b = t / xp.where(n > 0, n, 1)
-    s = xp.where(vb, (xb - mean_b[:, None]) ** 2, 0.0).sum(axis=1)
+    full = x.size // BLOCK * BLOCK
+    parts = []
+    if full:
+        parts.append(_block_moments(x[:full].reshape(-1, BLOCK), valid[:full].reshape(-1, BLOCK), xp))
+    if full < x.size:
+        parts.append(_block_moments(x[full:].reshape(1, -1), valid[full:].reshape(1, -1), xp))
+    n, t, s = (xp.concatenate([p[k] for p in parts]) for k in range(3))
     while n.size > 1:
         if n.size % 2:
             zero = xp.zeros(1)
@@ -51,9 +61,9 @@ def chan_moments(x, valid=None) -> tuple[float, float, int]:
 
 
 def robust_moments(x, valid, clip: float | None, iterations: int) -> tuple[float, float, int]:
-    """Chan moments, optionally re-estimated ``iterations`` times without samples beyond ``clip`` σ.
-
-    Outlier rejection as in AstroAccelerate: strong pulses would otherwise inflate σ.
+    """Chan moments, optionally re-estimated up to ``iterations`` times without samples beyond
+    ``clip`` σ (outlier rejection as in AstroAccelerate: strong pulses would otherwise inflate σ).
+    Stops early once no further sample is rejected.
     """
     xp = array_namespace(x, valid)
     mean, std, count = chan_moments(x, valid)
@@ -61,5 +71,8 @@ def robust_moments(x, valid, clip: float | None, iterations: int) -> tuple[float
         return mean, std, count
     for _ in range(iterations):
         keep = valid & (xp.abs(x - mean) <= clip * std)
-        mean, std, count = chan_moments(x, keep)
+        mean, std, new_count = chan_moments(x, keep)
+        if new_count == count:
+            break
+        count = new_count
     return mean, std, count
