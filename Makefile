@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.gwbatch-installed
 DEMO_STORE := data/demo.zarr
 DEMO_SIM   := --ifos H1,L1,V1 --duration 1024 --sample-rate 2048 --seed 1 --injections 60
 
-.PHONY: demo test install pulsar clean
+.PHONY: demo test install pulsar gw150914 clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gwbatch needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -28,6 +28,10 @@ demo: $(STAMP)
 pulsar: $(STAMP)
 	$(BIN)/gwbatch ingest sigproc tests/data/pulsar-j1807/GBT_J1807-0847.tim --out data/pulsar-j1807.zarr --overwrite
 	$(BIN)/gwbatch run configs/pulsar-j1807.yaml --overwrite
+
+gw150914: $(STAMP)
+	$(BIN)/gwbatch ingest gwosc tests/data/gw150914/H-H1_LOSC_4_V2-1126259446-32.hdf5 tests/data/gw150914/L-L1_LOSC_4_V2-1126259446-32.hdf5 --out data/gw150914.zarr --overwrite
+	$(BIN)/gwbatch run configs/gw150914-pulse.yaml --overwrite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
