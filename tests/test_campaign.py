@@ -180,3 +180,13 @@ def test_python_m_gwbatch_is_the_cli():
     script = shutil.which("gwbatch", path=str(REPO / ".venv" / "bin")) or shutil.which("gwbatch")
     if script:
         assert subprocess.run([script, "--help"], capture_output=True).returncode == 0
+
+
+def test_no_candidates_still_writes_complete_outputs(small_store, tmp_path):
+    run = run_campaign(make_campaign(small_store, tmp_path / "run", search__threshold=200.0, background__slides=5),
+                       progress=False)
+    cands = read_table(run.out / "candidates.parquet")
+    assert len(cands) == 0 and {"gps_time", "snr", "far", "ifar_years", "snr_H1", "time_L1"} <= set(cands.columns)
+    assert len(read_table(run.out / "background.parquet")) == 0
+    assert json.loads((run.out / "manifest.json").read_text())["counts"]["candidates"] == 0
+    assert "no" in (run.out / "report.html").read_text().lower()

@@ -62,16 +62,17 @@ def _valid_starts(valid, decimation: int, n_out: int, xp):
     return v[:n_out] if v.size >= n_out else xp.concatenate([v, xp.zeros(n_out - v.size, dtype=bool)])
 
 
-def excess_centroid(y, valid, mean: float, start: np.ndarray, width: np.ndarray) -> np.ndarray:
-    """Centroid (fractional sample) of ``max(y - mean, 0)`` over each ``[start, start + width)``."""
-    xp = array_namespace(y, valid)
+def excess_centroid(kind: str, data, valid, mean: float, start: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Centroid (fractional sample) of the detection series' excess ``max(y - mean, 0)`` over each
+    ``[start, start + width)``; only the triggers' own samples are gathered from ``data``."""
+    xp = array_namespace(data, valid)
     if start.size == 0:
         return np.zeros(0)
     offsets = np.arange(int(width.max()))
     idx = start[:, None] + offsets[None, :]
-    inside = (offsets[None, :] < width[:, None]) & (idx < y.size)
+    inside = (offsets[None, :] < width[:, None]) & (idx < data.size)
     flat = xp.asarray(np.where(inside, idx, 0).ravel())
-    values = to_host(y[flat]).reshape(idx.shape)
+    values = detection_series(kind, to_host(data[flat]).astype(np.float64)).reshape(idx.shape)
     ok = to_host(valid[flat]).reshape(idx.shape) & inside
     weight = np.where(ok, np.maximum(values - mean, 0.0), 0.0)
     s0 = weight.sum(axis=1)
@@ -162,9 +163,7 @@ def search_series(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | 
         return SeriesTriggers.empty(mean, std)
     groups = friends_of_friends(start, start + width, snr, cfg.merge_gap)
     k = groups.peak
-    xp = array_namespace(data, valid)
-    y = detection_series(cfg.series, data)
-    centre = excess_centroid(y, valid, mean, start[k], width[k])
+    centre = excess_centroid(cfg.series, data, valid, mean, start[k], width[k])
     return SeriesTriggers(
         start[k], width[k], centre, snr[k], rho[k], groups.start, groups.stop, groups.members, mean, std
     )
