@@ -190,3 +190,15 @@ def test_no_candidates_still_writes_complete_outputs(small_store, tmp_path):
     assert len(read_table(run.out / "background.parquet")) == 0
     assert json.loads((run.out / "manifest.json").read_text())["counts"]["candidates"] == 0
     assert "no" in (run.out / "report.html").read_text().lower()
+
+
+def test_address_cluster_kind(reference_run, small_store, tmp_path):
+    """cluster.kind 'address' connects to a running scheduler and gives the same tables."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        campaign = make_campaign(small_store, tmp_path / "addr", cluster__kind="address",
+                                 cluster__address=cluster.scheduler_address)
+        run = run_campaign(campaign, progress=False)
+    assert run.manifest["cluster"]["kind"] == "address" and run.manifest["cluster"]["workers"] == 1
+    pd.testing.assert_frame_equal(run.reduced.candidates, reference_run.reduced.candidates)
