@@ -1,0 +1,1 @@
+"""SPIIR: template banks as sums of first-order complex IIR filters (ALGORITHMS.md §2)."""

@@ -1,0 +1,219 @@
+"""SPIIR filter construction: a whitened template as a sum of first-order complex IIR filters.
+
+Hooper et al. 2012 (PRD 86, 024012); LAL's ``XLALInspiralGenerateIIRSet``; ALGORITHMS.md §2.
+Filter ``l`` is ``y[k] = a_l y[k-1] + b_l x[k - d_l]`` and the template's complex SNR is
+``z[k] = sum_l y_l[k]``.
+
+1. :func:`whitened_template`: the analytic (positive-frequency) whitened template
+   ``h = ifft(2 h~(f) / ASD(f))``, tapered from ``f_low - 2 Hz``, cropped from where its frequency
+   reaches ``f_low`` to just after the amplitude peak (``|h|`` below 2% of the peak).
+2. :func:`walk_filters`: walk back from the end in steps ``jstep = round(sqrt(2 eps / phi''))``;
+   each step places one filter centred at ``k = round(j - alpha jstep)`` with
+   ``a = exp(-beta/jstep) exp(-i phi'(k))``, ``b = A[k] exp(i (phi[k] + phi'(k)(j - k)))``,
+   ``d = N - 1 - j``.  The impulse response ``b a^p`` at ``d + p`` then approximates the
+   time-reversed template; building with ``conj(a)``, ``conj(b)`` gives ``z[k] = rho[k - (N-1)]``
+   with ``rho[t] = sum_n x[t+n] conj(h[n])``, the usual complex SNR of a template starting at ``t``.
+3. :func:`least_squares_b` (optional): keep ``a, d`` and solve for the best ``b`` in the least-squares
+   sense (Gram matrix of the filters' impulse responses); it removes the construction's phase bias.
+4. Numerical normalisation: ``sum |r|^2 = 2``, so in unit-variance white noise ``E|z|^2 = 2`` and
+   ``|z|`` is the SNR.
+5. :func:`construct`: the largest ``eps`` (fewest filters) whose response reaches the overlap target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.signal import lfilter
+
+from gwbatch.errors import DataError
+
+#: Decay of each filter's impulse response below which its tail is ignored (relative amplitude).
+TAIL = 1e-7
+
+
+@dataclass(frozen=True)
+class IIRFilters:
+    """One template's filters (``conj`` convention: ``z[k] = rho[k - latency]``)."""
+
+    a: np.ndarray  # complex128 (L,)
+    b: np.ndarray  # complex128 (L,)
+    d: np.ndarray  # int64 (L,) delays in samples
+    epsilon: float
+    overlap: float  # max over time and phase of the normalised overlap with the template
+    latency: int  # samples from template start to the peak of z (N - 1 plus the fitted lag)
+    peak_offset: int  # samples from the template's amplitude peak (merger) to its end
+
+    @property
+    def n_filters(self) -> int:
+        return int(self.a.size)
+
+
+def whitened_template(htilde: np.ndarray, psd: np.ndarray, delta_f: float, sample_rate: float,
+                      f_low: float, f_end: float | None = None) -> np.ndarray:
+    """Cropped analytic whitened template (complex128) from ``h~`` and the PSD on the same rfft grid.
+
+    The grid must span ``[0, fs/2]`` with ``delta_f`` fine enough to hold the whole template.
+    ``f_end``: for waveforms that stop abruptly (TaylorF2 at ISCO), a Hann taper over the last 10%
+    of the band below it; without it the cut rings in time and the walk fills the ringing with
+    thousands of useless filters.
+    """
+    n_freq = htilde.size
+    n = 2 * (n_freq - 1)
+    if abs(n * delta_f - sample_rate) > 1e-6 * sample_rate:
+        raise DataError(f"frequency grid ({n_freq} bins of {delta_f} Hz) does not end at Nyquist of {sample_rate} Hz")
+    f = np.arange(n_freq) * delta_f
+    taper = np.clip((f - (f_low - 2.0)) / 2.0, 0.0, 1.0)
+    taper = 0.5 - 0.5 * np.cos(np.pi * taper)  # smooth Hann ramp from f_low - 2 Hz to f_low
+    if f_end is not None:
+        top = np.clip((f_end - f) / (0.1 * f_end), 0.0, 1.0)
+        taper *= 0.5 - 0.5 * np.cos(np.pi * top)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        white = np.where(psd > 0, 2.0 * htilde * taper / np.sqrt(psd), 0.0)
+    white[0] = 0.0
+    spectrum = np.zeros(n, dtype=np.complex128)
+    spectrum[: n_freq - 1] = white[:-1]  # positive frequencies only: the analytic signal
+    h = np.fft.ifft(spectrum)
+    amp = np.abs(h)
+    peak = int(np.argmax(amp))
+    # Put the merger near the end of the buffer so the inspiral that preceded it is contiguous.
+    h = np.roll(h, n - 1 - int(0.1 * n) - peak)
+    amp = np.abs(h)
+    peak = int(np.argmax(amp))
+    after = np.flatnonzero(amp[peak:] < 0.02 * amp[peak])
+    end = peak + (int(after[0]) if after.size else n - 1 - peak)
+    phase = np.unwrap(np.angle(h[: end + 1]))
+    freq = np.gradient(phase) * sample_rate / (2.0 * np.pi)
+    below = np.flatnonzero(freq[:peak] < f_low)
+    start = int(below[-1]) + 1 if below.size else 0
+    return h[start : end + 1]
+
+
+def walk_filters(h: np.ndarray, epsilon: float, alpha: float = 0.99, beta: float = 0.25):
+    """ALGORITHMS.md §2 steps 2-4: ``(a, b, d)`` (in the conj convention) for template ``h``."""
+    n = h.size
+    amp = np.abs(h)
+    phi = np.unwrap(np.angle(h))
+    peak = int(np.argmax(amp))
+    if peak < 2:
+        raise DataError("template too short to build SPIIR filters (amplitude peak within 2 samples of its start)")
+    phidd_peak = (phi[peak - 2] - 2.0 * phi[peak - 1] + phi[peak]) / (2.0 * np.pi)
+    a, b, d = [], [], []
+    j, jstep = n - 1, 1
+    while True:
+        phidd = (phi[j - 2] - 2.0 * phi[j - 1] + phi[j]) / (2.0 * np.pi)
+        if j > peak:  # after the peak the frequency stops rising: use the rate at the peak
+            phidd = max(phidd, phidd_peak)
+        if phidd > 0:
+            jstep = max(1, int(round(np.sqrt(2.0 * epsilon / phidd))))
+        k = int(round(j - alpha * jstep))
+        if k <= 2:
+            break
+        if k + 2 <= n - 1:
+            phid = (phi[k - 2] - 8.0 * phi[k - 1] + 8.0 * phi[k + 1] - phi[k + 2]) / 12.0
+        else:
+            phid = 11.0 / 6.0 * phi[k] - 3.0 * phi[k - 1] + 1.5 * phi[k - 2] - phi[k - 3] / 3.0
+        a.append(np.exp(-beta / jstep) * np.exp(-1j * phid))
+        b.append(amp[k] * np.exp(1j * (phi[k] + phid * (j - k))))
+        d.append(n - 1 - j)
+        j -= jstep
+    # conj(a), conj(b): the response approximates conj(h) reversed, so z[k] = rho[k - (N-1)].
+    return np.conj(np.array(a)), np.conj(np.array(b)), np.array(d, dtype=np.int64)
+
+
+def tail_lengths(a: np.ndarray) -> np.ndarray:
+    """Samples until each filter's impulse response decays below :data:`TAIL`."""
+    return np.ceil(np.log(TAIL) / np.log(np.maximum(np.abs(a), 1e-300))).astype(np.int64) + 1
+
+
+def impulse_response(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``r[n] = sum_l b_l a_l^(n - d_l)`` for ``n >= d_l`` (complex128), to where every filter has decayed."""
+    tails = tail_lengths(a)
+    r = np.zeros(int(np.max(d + tails)), dtype=np.complex128)
+    for al, bl, dl, tl in zip(a, b, d, tails):
+        powers = np.cumprod(np.full(tl, al))  # a^1 .. a^tl; rounding grows ~1e-16 per step
+        r[dl] += bl
+        r[dl + 1 : dl + tl] += bl * powers[:-1]
+    return r
+
+
+def _correlate(r: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``c[lag] = sum_n r[n + lag] conj(t[n])`` for every lag (circular, zero-padded), by FFT."""
+    n = 1 << int(np.ceil(np.log2(r.size + t.size)))
+    return np.fft.ifft(np.fft.fft(r, n) * np.conj(np.fft.fft(t, n)))
+
+
+def overlap(r: np.ndarray, target: np.ndarray) -> tuple[float, int]:
+    """Max over time and phase of ``|<r, target>| / (|r| |target|)`` and the best lag (samples)."""
+    c = _correlate(r, target)
+    lag = int(np.argmax(np.abs(c)))
+    norm = np.sqrt(np.sum(np.abs(r) ** 2) * np.sum(np.abs(target) ** 2))
+    best = float(np.abs(c[lag]) / norm)
+    return best, (lag if lag < c.size // 2 else lag - c.size)
+
+
+def least_squares_b(a: np.ndarray, d: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The ``b`` minimising ``|sum_l b_l r_l - target|^2`` for fixed ``a, d`` (ALGORITHMS.md §2.6).
+
+    With unit-``b`` responses ``r_l[n] = a_l^(n - d_l)`` (``n >= d_l``) the normal equations are
+    ``sum_m G[l, m] b_m = c_l`` with ``G[l, m] = sum_n conj(r_l[n]) r_m[n]``, in closed form
+    ``a_m^(d_l - d_m) / (1 - conj(a_l) a_m)`` when ``d_l >= d_m`` and
+    ``conj(a_l)^(d_m - d_l) / (1 - conj(a_l) a_m)`` otherwise, and
+    ``c_l = sum_p conj(a_l)^p target[d_l + p]``.
+    """
+    dlm = d[:, None] - d[None, :]
+    al, am = a[:, None], a[None, :]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        lead = np.where(dlm >= 0, am ** np.maximum(dlm, 0), np.conj(al) ** np.maximum(-dlm, 0))
+        gram = lead / (1.0 - np.conj(al) * am)
+    # c_l is a one-pole filter run backwards over target[d_l : d_l + tail]: s[k] = t[k] + conj(a) s[k+1].
+    rhs = np.empty(a.size, dtype=np.complex128)
+    for i, (ai, di, ti) in enumerate(zip(a, d, tail_lengths(a))):
+        seg = target[di : di + ti][::-1]
+        rhs[i] = lfilter([1.0], [1.0, -np.conj(ai)], seg)[-1]
+    return np.linalg.solve(gram, rhs)
+
+
+def normalise(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``b`` scaled so ``sum |r|^2 = 2`` (``|z|`` is then the SNR in unit-variance white noise)."""
+    power = np.sum(np.abs(impulse_response(a, b, d)) ** 2)
+    return b / np.sqrt(power / 2.0)
+
+
+def construct(h: np.ndarray, *, overlap_target: float = 0.99, epsilons=(0.04, 0.02, 0.01, 0.005),
+              alpha: float = 0.99, beta: float = 0.25, least_squares: bool = True) -> IIRFilters:
+    """Filters for whitened template ``h``: the largest ``eps`` reaching ``overlap_target`` (else the best)."""
+    target = np.conj(h[::-1])  # the ideal impulse response
+    best = None
+    for eps in sorted(epsilons, reverse=True):
+        a, b, d = walk_filters(h, eps, alpha, beta)
+        if least_squares:
+            b = least_squares_b(a, d, target)
+        r = impulse_response(a, b, d)
+        scale = np.sqrt(2.0 / np.sum(np.abs(r) ** 2))
+        b, r = b * scale, r * scale
+        ov, lag = overlap(r, target)
+        candidate = (ov, eps, a, b, d, lag)
+        if best is None or ov > best[0]:
+            best = candidate
+        if ov >= overlap_target:
+            best = candidate
+            break
+    ov, eps, a, b, d, lag = best
+    peak = int(np.argmax(np.abs(h)))
+    return IIRFilters(a, b, d, eps, ov, latency=h.size - 1 + lag, peak_offset=h.size - 1 - peak)
+
+
+def autocorrelation(filters: IIRFilters, h: np.ndarray, lags: int) -> np.ndarray:
+    """``R(s)`` for ``s = -lags..lags``: the SPIIR response to its own template, normalised to ``R(0) = 1``.
+
+    This is what ``z`` looks like around a signal's peak (gstlal's autocorrelation chi-squared uses
+    the SPIIR response, not the exact template).
+    """
+    r = impulse_response(filters.a, filters.b, filters.d)
+    n = 1 << int(np.ceil(np.log2(r.size + h.size + 2 * lags)))
+    y = np.fft.ifft(np.fft.fft(r, n) * np.fft.fft(h, n))  # filter output for the complex template
+    peak = int(np.argmax(np.abs(y)))
+    window = y[np.arange(peak - lags, peak + lags + 1) % n]
+    return window / y[peak]
