@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from gwbatch.pulse import _cuda as pulse_cuda
+from gwbatch.spiir import _cuda as spiir_cuda
 
 NVCC = shutil.which("nvcc")
 SIGNATURE = ("(const float*, const long long, const long long, const unsigned char*, const long long, "
@@ -19,6 +20,12 @@ SOURCES = {
         pulse_cuda.SOURCE,
         [f"template __global__ void {pulse_cuda.kernel_name(e, f, l)}{SIGNATURE}"
          for e in (True, False) for f, l in ((1, 32), (17, 32), (1, 16), (9, 16))],
+    ),
+    "spiir.spiir_pass": (
+        spiir_cuda.SOURCE,
+        [f"template __global__ void {spiir_cuda.pass_name(f)}(const float4*, const long long, const long long, "
+         "const long long, const long long, const float2*, const float2*, const int*, const float2*, float2*, "
+         "float2*, const int, const int);" for f in spiir_cuda.CLASSES],
     ),
 }
 
