@@ -124,6 +124,86 @@ class PulseSearchConfig(StrictModel):
         return v
 
 
+Range = Annotated[list[float], Field(min_length=2, max_length=2)]
+
+
+class PlacementConfig(StrictModel):
+    method: Literal["stochastic", "grid"] = "stochastic"
+    minimal_match: float = Field(0.97, gt=0.5, lt=1.0, description="every point of the space matches a template this well")
+    seed: NonNegativeInt = 0
+    patience: PositiveInt = Field(2000, description="stochastic: stop after this many rejected proposals in a row")
+    max_templates: PositiveInt = 50_000
+
+
+class SpiirFilterConfig(StrictModel):
+    """SPIIR construction (ALGORITHMS.md §2)."""
+
+    overlap_target: float = Field(0.99, gt=0.5, lt=1.0, description="smallest eps whose response reaches this overlap")
+    epsilons: list[PositiveFloat] = Field([0.04, 0.02, 0.01, 0.005], min_length=1)
+    alpha: float = Field(0.99, gt=0.0, le=1.0)
+    beta: PositiveFloat = 0.25
+    least_squares: bool = Field(True, description="solve for b by least squares (removes the phase bias)")
+    autocorrelation_lags: PositiveInt = Field(100, description="lags each side of the autocorrelation chi-squared")
+
+
+class BankConfig(StrictModel):
+    """A template bank: a region placed to a minimal match, or the templates of a bank file."""
+
+    name: Name
+    approximant: str = Field("TaylorF2", description="TaylorF2 (built in) or a LALSimulation FD approximant")
+    file: Path | None = Field(None, description="HDF5 bank file with columns mass1, mass2, spin1z, spin2z")
+    mass1: Range | None = None
+    mass2: Range | None = None
+    total_mass: Range | None = None
+    mass_ratio: Range | None = None
+    spin1z: Range = [0.0, 0.0]
+    spin2z: Range = [0.0, 0.0]
+    f_low: PositiveFloat = Field(30.0, description="templates start here (Hz)")
+    sample_rate: PositiveFloat = 4096.0
+    placement: PlacementConfig = PlacementConfig()
+    spiir: SpiirFilterConfig = SpiirFilterConfig()
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        if self.file is None and (self.mass1 is None or self.mass2 is None):
+            raise ValueError("a bank needs either file: or both mass1: and mass2: ranges")
+        for key in ("mass1", "mass2", "total_mass", "mass_ratio", "spin1z", "spin2z"):
+            r = getattr(self, key)
+            if r is not None and r[0] > r[1]:
+                raise ValueError(f"{key} range must be [min, max], got {r}")
+        for key in ("spin1z", "spin2z"):
+            r = getattr(self, key)
+            if not -1.0 <= r[0] <= r[1] <= 1.0:
+                raise ValueError(f"{key} must lie in [-1, 1], got {r}")
+            if r[0] != r[1] and self.file is None:
+                raise ValueError(
+                    f"{key}: placement covers the mass plane at fixed aligned spins; give [x, x] (got {r}), "
+                    "or list spinning templates in a bank file"
+                )
+        return self
+
+
+def load_bank_config(path: str | Path, overrides: Iterable[str] = ()) -> BankConfig:
+    """Read a bank YAML file (the ``bank:`` mapping or the file's top level)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read bank file {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if isinstance(raw, dict) and set(raw) == {"bank"}:
+        raw = raw["bank"]
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a bank must be a mapping of keys (name, approximant, mass1, ...)")
+    for item in overrides:
+        apply_override(raw, item)
+    try:
+        return BankConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, str(path), BankConfig)) from None
+
+
 class CoincidenceConfig(StrictModel):
     min_ifos: PositiveInt = Field(2, description="detectors a candidate needs; 1 = single-series candidates")
     window: NonNegativeFloat = Field(0.005, description="seconds allowed beyond the light travel time")
@@ -231,9 +311,9 @@ def apply_override(raw: dict, item: str) -> None:
     node[parts[-1]] = parsed
 
 
-def _model_at(loc: tuple) -> type[BaseModel] | None:
+def _model_at(loc: tuple, root: type[BaseModel] | None = None) -> type[BaseModel] | None:
     """The model class that owns the last element of a validation-error location."""
-    model: Any = Campaign
+    model: Any = root or Campaign
     for part in loc[:-1]:
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
             return None
@@ -248,14 +328,14 @@ def _model_of(annotation: Any) -> Any:
     return annotation
 
 
-def format_validation_error(exc: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid campaign"]
+def format_validation_error(exc: ValidationError, source: str, root: type[BaseModel] | None = None) -> str:
+    lines = [f"{source}: invalid {'campaign' if root is None else 'bank'}"]
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("pulse",)))
         key = ".".join(str(p) for p in loc) or "(top level)"
         kind = err["type"]
         if kind == "extra_forbidden":
-            owner = _model_at(loc)
+            owner = _model_at(loc, root)
             allowed = ", ".join(owner.model_fields) if owner else "see the documentation"
             lines.append(f"  {key}: unknown key (allowed here: {allowed})")
         elif kind == "missing":

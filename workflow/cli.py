@@ -4,6 +4,8 @@
     gwbatch ingest gwosc H-H1_LOSC_4_V2-1126259446-32.hdf5 L-L1_LOSC_4_V2-1126259446-32.hdf5 --out data/gw150914.zarr
     gwbatch ingest sigproc pulsar.tim --out data/pulsar.zarr
     gwbatch info data/sim.zarr
+    gwbatch bank build configs/banks/bbh.yaml --psd aLIGO --out banks/bbh.h5
+    gwbatch bank summary banks/bbh.h5
     gwbatch run configs/demo.yaml [--out DIR] [--set key=value ...] [--resume | --overwrite] [--dry-run]
 
 Errors in the input are reported in one message naming the bad value and what is allowed, with a
@@ -18,7 +20,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from gwbatch.errors import ConfigError, GwbatchError
+from gwbatch.errors import ConfigError, GwbatchError, OutputError
 
 log = logging.getLogger("gwbatch")
 
@@ -87,6 +89,41 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def _bank_psd(args):
+    from gwbatch.conditioning.psd import design
+    from workflow.bank import store_psd
+
+    if args.store is not None:
+        if not args.ifo:
+            raise ConfigError("--store needs --ifo (the detector whose data gives the PSD)")
+        return store_psd(args.store, args.ifo, seconds=args.psd_seconds)
+    return design(args.psd, sample_rate=4096.0)
+
+
+def cmd_bank(args) -> int:
+    from gwbatch.io.banks import load_bank
+
+    if args.action == "summary":
+        for path in args.paths:
+            print(load_bank(path).summary())
+        return 0
+    from gwbatch.config import ClusterConfig, load_bank_config
+    from gwbatch.io.banks import save_bank
+    from workflow.bank import build_bank
+
+    if len(args.paths) != 1 or args.out is None:
+        raise ConfigError("bank build takes one bank YAML file and --out BANK.h5")
+    cfg = load_bank_config(args.paths[0], args.set or ())
+    if args.out.exists() and not args.overwrite:
+        raise OutputError(f"{args.out} exists; pass --overwrite to replace it")
+    bank = build_bank(cfg, _bank_psd(args), cluster=ClusterConfig(kind=args.cluster, dashboard_address=":0"),
+                      progress=not args.no_progress)
+    save_bank(bank, args.out)
+    print(bank.summary())
+    print(f"wrote {args.out}")
+    return 0
+
+
 def cmd_info(args) -> int:
     from gwbatch.io.store import describe, read_meta
 
@@ -146,6 +183,20 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--name", help="series name for a SIGPROC series (default: from the telescope id)")
     ing.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ing.set_defaults(func=cmd_ingest)
+
+    bank = sub.add_parser("bank", help="build a SPIIR template bank, or summarise built banks")
+    bank.add_argument("action", choices=("build", "summary"))
+    bank.add_argument("paths", nargs="+", type=Path, help="build: the bank YAML file; summary: built bank files")
+    bank.add_argument("--out", type=Path, help="build: where to write the bank (HDF5)")
+    bank.add_argument("--psd", default="aLIGO", help="design curve for the PSD: aLIGO, AdVirgo, KAGRA (default aLIGO)")
+    bank.add_argument("--store", type=Path, help="estimate the PSD from this store's data instead")
+    bank.add_argument("--ifo", help="with --store: the detector")
+    bank.add_argument("--psd-seconds", type=float, default=512.0, help="with --store: seconds of data for the PSD")
+    bank.add_argument("--cluster", default="local", choices=("local", "in-process"), help="where templates are built")
+    bank.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a bank key")
+    bank.add_argument("--overwrite", action="store_true")
+    bank.add_argument("--no-progress", action="store_true")
+    bank.set_defaults(func=cmd_bank)
 
     info = sub.add_parser("info", help="describe a store")
     info.add_argument("store", type=Path)

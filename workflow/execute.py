@@ -27,6 +27,55 @@ def _failure(spec: ChunkSpec, exc: BaseException) -> ChunkFailed:
     )
 
 
+def run_tasks(
+    cluster: Cluster,
+    task: Callable,
+    args: tuple,
+    items: Sequence,
+    *,
+    key: Callable[[object], str],
+    failure: Callable[[object, BaseException], GwbatchError],
+    desc: str,
+    progress: bool = True,
+) -> Iterator:
+    """Yield ``task(*args, item)`` for every item as it completes (in this process or as Dask futures).
+
+    A task that raises stops the run: a :class:`GwbatchError` passes through, anything else is
+    wrapped by ``failure(item, exc)``.
+    """
+    bar = tqdm(total=len(items), desc=desc, unit=desc.rstrip("s"), disable=not progress or None, leave=True)
+    try:
+        if cluster.client is None:
+            for item in items:
+                try:
+                    result = task(*args, item)
+                except GwbatchError:
+                    raise
+                except Exception as exc:
+                    raise failure(item, exc) from exc
+                bar.update()
+                yield result
+            return
+        from distributed import as_completed
+
+        client = cluster.client
+        futures = {client.submit(task, *args, item, key=key(item), pure=False): item for item in items}
+        try:
+            for future in as_completed(futures):
+                item = futures[future]
+                if future.status == "error":
+                    exc = future.exception()
+                    if isinstance(exc, GwbatchError):
+                        raise exc
+                    raise failure(item, exc)
+                bar.update()
+                yield future.result()
+        finally:
+            client.cancel(list(futures))
+    finally:
+        bar.close()
+
+
 def run_chunks(
     cluster: Cluster,
     task: Callable[..., ChunkResult],
@@ -37,39 +86,7 @@ def run_chunks(
     progress: bool = True,
 ) -> Iterator[ChunkResult]:
     """Yield each chunk's result as it completes; ``task(*args, spec)`` does the work."""
-    bar = tqdm(total=len(specs), desc="chunks", unit="chunk", disable=not progress or None, leave=True)
-    try:
-        if cluster.client is None:
-            for spec in specs:
-                try:
-                    result = task(*args, spec)
-                except GwbatchError:
-                    raise
-                except Exception as exc:
-                    raise _failure(spec, exc) from exc
-                bar.update()
-                yield result
-            return
-        from distributed import as_completed
-
-        client = cluster.client
-        futures = {
-            client.submit(task, *args, spec, key=f"{key_prefix}-chunk-{spec.index:06d}", pure=False): spec
-            for spec in specs
-        }
-        try:
-            for future in as_completed(futures):
-                spec = futures[future]
-                if future.status == "error":
-                    exc = future.exception()
-                    if isinstance(exc, GwbatchError):
-                        raise exc
-                    raise _failure(spec, exc)
-                result = future.result()
-                log.debug("chunk %d done on %s (%s) in %.2f s", result.index, result.worker, result.device, result.seconds)
-                bar.update()
-                yield result
-        finally:
-            client.cancel(list(futures))
-    finally:
-        bar.close()
+    for result in run_tasks(cluster, task, args, specs, key=lambda s: f"{key_prefix}-chunk-{s.index:06d}",
+                            failure=_failure, desc="chunks", progress=progress):
+        log.debug("chunk %d done on %s (%s) in %.2f s", result.index, result.worker, result.device, result.seconds)
+        yield result

@@ -9,7 +9,11 @@ Computed in float64 on either backend.
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from gwbatch._xp import array_namespace
 from gwbatch.errors import ConfigError
@@ -67,3 +71,40 @@ def psd_method(name: str) -> Callable:
         return PSD_METHODS[name]
     except KeyError:
         raise ConfigError(f"unknown PSD method {name!r}; known: {', '.join(PSD_METHODS)}") from None
+
+
+@dataclass(frozen=True)
+class PSD:
+    """A one-sided PSD on a frequency grid, interpolated log-log (held flat outside it)."""
+
+    frequencies: np.ndarray
+    values: np.ndarray
+    source: str = ""
+
+    def __call__(self, f: np.ndarray) -> np.ndarray:
+        f = np.asarray(f, dtype=np.float64)
+        ok = (self.frequencies > 0) & (self.values > 0) & np.isfinite(self.values)
+        lf, lv = np.log(self.frequencies[ok]), np.log(self.values[ok])
+        return np.exp(np.interp(np.log(np.maximum(f, self.frequencies[ok][0])), lf, lv))
+
+    def fingerprint(self) -> str:
+        data = np.ascontiguousarray(self.frequencies).tobytes() + np.ascontiguousarray(self.values).tobytes()
+        return hashlib.sha256(data).hexdigest()[:16]
+
+
+def design(model: str, sample_rate: float = 4096.0, delta_f: float = 0.125) -> PSD:
+    """A design curve (``aLIGO``, ``AdVirgo``, ``KAGRA``; :mod:`gwbatch.simulate.psd`) as a :class:`PSD`."""
+    from gwbatch.simulate.psd import design_psd
+
+    f = np.arange(1, int(sample_rate / 2 / delta_f) + 1) * delta_f
+    return PSD(f, design_psd(model, f), source=f"design curve {model}")
+
+
+def estimate(x, valid, sample_rate: float, segment: float, source: str) -> PSD:
+    """Welch-median PSD of a host series, as a :class:`PSD` (raises if too little valid data)."""
+    from gwbatch.errors import DataError
+
+    f, psd, n = welch_median(np.asarray(x, dtype=np.float64), np.asarray(valid, dtype=bool), sample_rate, segment)
+    if psd is None:
+        raise DataError(f"{source}: only {n} fully valid {segment:g} s segments; a PSD needs {MIN_SEGMENTS}")
+    return PSD(np.asarray(f[1:]), np.asarray(psd[1:]), source=f"{source} (median of {n} segments of {segment:g} s)")

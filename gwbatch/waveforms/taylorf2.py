@@ -110,4 +110,4 @@ def chirp_time(mass1: float, mass2: float, f_low: float) -> float:
     """Newtonian time (s) from ``f_low`` to coalescence (a length estimate for buffers)."""
     m_s = (mass1 + mass2) * MSUN_S
     eta = mass1 * mass2 / (mass1 + mass2) ** 2
-    return 5.0 / (256.0 * eta * m_s) * (np.pi * m_s * f_low) ** (-8.0 / 3.0)
+    return 5.0 * m_s / (256.0 * eta) * (np.pi * m_s * f_low) ** (-8.0 / 3.0)

@@ -1,0 +1,188 @@
+"""SPIIR template banks: placement, per-template construction, and the packed bank the kernels run.
+
+A bank is built for one detector's PSD.  Each template is built independently (a pure function, so
+a campaign maps it over CPU workers): waveform -> whitened analytic template on its own frequency
+grid -> SPIIR filters by the eps search (:mod:`gwbatch.spiir.construct`) -> the response's
+autocorrelation for the chi-squared -> ``sigma``, the optimal SNR at 1 Mpc (horizon distance
+``sigma / 8`` Mpc).  :func:`pack` lays the filters out as padded ``(templates, filters)`` arrays,
+each template's filters sorted by delay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gwbatch.conditioning.psd import PSD
+from gwbatch.config import BankConfig
+from gwbatch.errors import ConfigError
+from gwbatch.spiir.construct import autocorrelation, construct, whitened_template
+from gwbatch.spiir.placement import Metric, Region, grid_placement, masses, stochastic_placement
+from gwbatch.waveforms import Template, frequency_domain
+from gwbatch.waveforms.taylorf2 import chirp_time, isco_frequency
+
+
+@dataclass(frozen=True)
+class BuiltTemplate:
+    template: Template
+    a: np.ndarray
+    b: np.ndarray
+    d: np.ndarray
+    epsilon: float
+    overlap: float
+    length: int  # whitened template length (samples): the warm-up a chunk needs
+    latency: int  # samples from template start to the peak of z
+    merger_delay: int  # samples from the merger (template amplitude peak) to the peak of z
+    sigma: float  # optimal SNR at 1 Mpc for this PSD
+    autocorr: np.ndarray  # R(s), s = -m..m
+
+
+def frequency_grid(template: Template, cfg: BankConfig) -> tuple[int, float]:
+    """``(n, delta_f)``: a power-of-two length holding the template from ``f_low - 2 Hz`` twice over."""
+    duration = chirp_time(template.mass1, template.mass2, max(cfg.f_low - 2.0, 5.0)) + 2.0
+    n = 1 << int(np.ceil(np.log2(2.0 * duration * cfg.sample_rate)))
+    return n, cfg.sample_rate / n
+
+
+def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTemplate:
+    """SPIIR filters and metadata of one template for ``psd`` (pure; safe to run on any worker)."""
+    n, delta_f = frequency_grid(template, cfg)
+    f = np.arange(n // 2 + 1) * delta_f
+    s = psd(np.maximum(f, 1.0))
+    htilde = frequency_domain(cfg.approximant, template, f.size, delta_f, max(cfg.f_low - 3.0, 5.0))
+    f_end = isco_frequency(template.mass1, template.mass2) if cfg.approximant == "TaylorF2" else None
+    h = whitened_template(htilde, s, delta_f, cfg.sample_rate, cfg.f_low, f_end)
+    sp = cfg.spiir
+    filt = construct(h, overlap_target=sp.overlap_target, epsilons=sp.epsilons, alpha=sp.alpha, beta=sp.beta,
+                     least_squares=sp.least_squares)
+    band = f >= cfg.f_low
+    sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
+    return BuiltTemplate(
+        template, filt.a, filt.b, filt.d, filt.epsilon, filt.overlap, h.size, filt.latency,
+        filt.latency - (h.size - 1 - filt.peak_offset), sigma,
+        autocorrelation(filt, h, sp.autocorrelation_lags),
+    )
+
+
+def place(cfg: BankConfig, psd: PSD, templates_from_file: list[Template] | None = None) -> list[Template]:
+    """The bank's template points: from a bank file, or placed in the mass region to the minimal match."""
+    if templates_from_file is not None:
+        return templates_from_file
+    region = Region(tuple(cfg.mass1), tuple(cfg.mass2), tuple(cfg.total_mass) if cfg.total_mass else None,
+                    tuple(cfg.mass_ratio) if cfg.mass_ratio else None)
+    s1, s2 = cfg.spin1z[0], cfg.spin2z[0]
+    longest = chirp_time(cfg.mass1[0], cfg.mass2[0], cfg.f_low)
+    n = 1 << int(np.ceil(np.log2(2.0 * (longest + 2.0) * cfg.sample_rate)))
+    f = np.arange(n // 2 + 1) * (cfg.sample_rate / n)
+    metric = Metric(cfg.approximant, f, psd(np.maximum(f, 1.0)), cfg.f_low, cfg.f_low, s1, s2)
+    pl = cfg.placement
+    try:
+        if pl.method == "grid":
+            tau = grid_placement(region, metric, pl.minimal_match, seed=pl.seed, patience=pl.patience)
+        else:
+            tau = stochastic_placement(region, metric, pl.minimal_match, seed=pl.seed, patience=pl.patience,
+                                       max_templates=pl.max_templates)
+    except ValueError as exc:
+        raise ConfigError(f"bank {cfg.name}: {exc}") from None
+    m1, m2 = masses(tau[:, 0], tau[:, 1], cfg.f_low)
+    order = np.lexsort((m2, m1))
+    return [Template(float(m1[i]), float(m2[i]), s1, s2) for i in order]
+
+
+@dataclass(frozen=True)
+class FilterBank:
+    """The packed bank for one PSD: what the filtering kernels and the trigger code use."""
+
+    name: str
+    approximant: str
+    sample_rate: float
+    f_low: float
+    mass1: np.ndarray
+    mass2: np.ndarray
+    spin1z: np.ndarray
+    spin2z: np.ndarray
+    n_filters: np.ndarray
+    length: np.ndarray
+    latency: np.ndarray
+    merger_delay: np.ndarray
+    epsilon: np.ndarray
+    overlap: np.ndarray
+    sigma: np.ndarray
+    a: np.ndarray  # (T, L) complex64, padding a = b = 0
+    b: np.ndarray
+    d: np.ndarray  # (T, L) int32
+    autocorr: np.ndarray  # (T, 2m+1) complex64
+    psd: PSD
+    fingerprint: str
+    config: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return int(self.mass1.size)
+
+    @property
+    def warmup(self) -> int:
+        """Samples before a chunk that every template needs: the longest latency plus the filter decay."""
+        return int(self.latency.max()) + 4 * int(self.autocorr.shape[1])
+
+    def subset(self, index: np.ndarray) -> "FilterBank":
+        """The bank restricted to templates ``index`` (same filters and metadata)."""
+        per_template = ("mass1", "mass2", "spin1z", "spin2z", "n_filters", "length", "latency", "merger_delay",
+                        "epsilon", "overlap", "sigma", "a", "b", "d", "autocorr")
+        values = {k: getattr(self, k)[index] for k in per_template}
+        width = int(values["n_filters"].max()) if values["n_filters"].size else 1
+        for k in ("a", "b", "d"):
+            values[k] = values[k][:, :width]
+        return FilterBank(self.name, self.approximant, self.sample_rate, self.f_low, psd=self.psd,
+                          fingerprint=self.fingerprint, config=self.config, **values)
+
+    def summary(self) -> str:
+        ov = self.overlap
+        lines = [
+            f"bank {self.name}: {self.size} templates ({self.approximant}, from {self.f_low:g} Hz at {self.sample_rate:g} Hz)",
+            f"  PSD: {self.psd.source}; fingerprint {self.fingerprint}",
+            f"  mass1 {self.mass1.min():.3f}..{self.mass1.max():.3f}, mass2 {self.mass2.min():.3f}..{self.mass2.max():.3f} Msun",
+            f"  filters per template: min {self.n_filters.min()}, median {int(np.median(self.n_filters))}, "
+            f"max {self.n_filters.max()}, total {int(self.n_filters.sum())}",
+            f"  overlap with the exact whitened template: min {ov.min():.4f}, median {np.median(ov):.4f}, "
+            f"5th percentile {np.percentile(ov, 5):.4f}",
+            "  eps used: " + ", ".join(f"{e:g} x{int(np.sum(self.epsilon == e))}" for e in np.unique(self.epsilon)),
+            f"  longest template {self.length.max() / self.sample_rate:.2f} s; "
+            f"horizon distance (SNR 8) {self.sigma.min() / 8:.0f}..{self.sigma.max() / 8:.0f} Mpc",
+        ]
+        return "\n".join(lines)
+
+
+def bank_fingerprint(cfg: BankConfig, psd: PSD) -> str:
+    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True) + psd.fingerprint()
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD) -> FilterBank:
+    """Padded ``(T, L)`` arrays, each template's filters sorted by delay (neighbouring GPU lanes then
+    read neighbouring samples)."""
+    if not built:
+        raise ConfigError(f"bank {cfg.name} has no templates")
+    width = max(bt.a.size for bt in built)
+    n = len(built)
+    a = np.zeros((n, width), np.complex64)
+    b = np.zeros((n, width), np.complex64)
+    d = np.zeros((n, width), np.int32)
+    for i, bt in enumerate(built):
+        order = np.argsort(bt.d, kind="stable")
+        a[i, : bt.a.size], b[i, : bt.b.size], d[i, : bt.d.size] = bt.a[order], bt.b[order], bt.d[order]
+    col = lambda get, dtype: np.array([get(bt) for bt in built], dtype=dtype)  # noqa: E731
+    return FilterBank(
+        name=cfg.name, approximant=cfg.approximant, sample_rate=cfg.sample_rate, f_low=cfg.f_low,
+        mass1=col(lambda t: t.template.mass1, np.float64), mass2=col(lambda t: t.template.mass2, np.float64),
+        spin1z=col(lambda t: t.template.spin1z, np.float64), spin2z=col(lambda t: t.template.spin2z, np.float64),
+        n_filters=col(lambda t: t.a.size, np.int64), length=col(lambda t: t.length, np.int64),
+        latency=col(lambda t: t.latency, np.int64), merger_delay=col(lambda t: t.merger_delay, np.int64),
+        epsilon=col(lambda t: t.epsilon, np.float64), overlap=col(lambda t: t.overlap, np.float64),
+        sigma=col(lambda t: t.sigma, np.float64), a=a, b=b, d=d,
+        autocorr=np.stack([bt.autocorr for bt in built]).astype(np.complex64),
+        psd=psd, fingerprint=bank_fingerprint(cfg, psd), config=cfg.model_dump(mode="json"),
+    )
