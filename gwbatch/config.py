@@ -175,10 +175,10 @@ class BankConfig(StrictModel):
             r = getattr(self, key)
             if not -1.0 <= r[0] <= r[1] <= 1.0:
                 raise ValueError(f"{key} must lie in [-1, 1], got {r}")
-            if r[0] != r[1] and self.file is None:
+            if r[0] != r[1] and self.file is None and self.placement.method == "grid":
                 raise ValueError(
-                    f"{key}: placement covers the mass plane at fixed aligned spins; give [x, x] (got {r}), "
-                    "or list spinning templates in a bank file"
+                    f"{key}: grid placement covers the mass plane at fixed aligned spins; give [x, x] (got {r}) "
+                    "or use placement method 'stochastic'"
                 )
         return self
 
@@ -202,6 +202,28 @@ def load_bank_config(path: str | Path, overrides: Iterable[str] = ()) -> BankCon
         return BankConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(path), BankConfig)) from None
+
+
+class SpiirSearchConfig(StrictModel):
+    """SPIIR compact-binary search (ALGORITHMS.md §2): a template bank as IIR filters on whitened data."""
+
+    kind: Literal["spiir"] = "spiir"
+    bank: Path = Field(description="bank YAML file (see configs/banks/)")
+    placement_psd: Literal["aLIGO", "AdVirgo", "KAGRA"] = Field(
+        "aLIGO", description="design curve the templates are placed with (the same templates for every detector)"
+    )
+    psd: str = Field("data", description="PSD the filters are built for: 'data' (each detector's own) or a design curve")
+    psd_seconds: PositiveFloat = Field(512.0, description="with psd: data, seconds from the span start used")
+    threshold: PositiveFloat = Field(5.5, description="single-detector |z| threshold")
+    cluster_window: PositiveFloat = Field(0.1, description="keep the loudest trigger within this many seconds")
+    batch: PositiveInt = Field(256, description="templates filtered per pass")
+
+    @field_validator("psd")
+    @classmethod
+    def _psd(cls, v):
+        if v not in ("data", "aLIGO", "AdVirgo", "KAGRA"):
+            raise ValueError(f"must be 'data' or a design curve (aLIGO, AdVirgo, KAGRA), got {v!r}")
+        return v
 
 
 class CoincidenceConfig(StrictModel):
@@ -245,13 +267,19 @@ class Campaign(StrictModel):
     description: str = ""
     data: DataConfig
     conditioning: ConditioningConfig = ConditioningConfig()
-    search: PulseSearchConfig
+    search: Annotated[PulseSearchConfig | SpiirSearchConfig, Field(discriminator="kind")]
     coincidence: CoincidenceConfig = CoincidenceConfig()
     background: BackgroundConfig = BackgroundConfig()
     plan: PlanConfig = PlanConfig()
     cluster: ClusterConfig = ClusterConfig()
     backend: Literal["auto", "numpy", "cupy"] = "auto"
     output: OutputConfig = OutputConfig()
+
+    @model_validator(mode="after")
+    def _spiir_needs_whitening(self):
+        if self.search.kind == "spiir" and not self.conditioning.whiten:
+            raise ValueError("search kind 'spiir' filters whitened strain: set conditioning.whiten: true")
+        return self
 
     @property
     def output_dir(self) -> Path:
@@ -331,7 +359,7 @@ def _model_of(annotation: Any) -> Any:
 def format_validation_error(exc: ValidationError, source: str, root: type[BaseModel] | None = None) -> str:
     lines = [f"{source}: invalid {'campaign' if root is None else 'bank'}"]
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("pulse",)))
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("pulse", "spiir")))
         key = ".".join(str(p) for p in loc) or "(top level)"
         kind = err["type"]
         if kind == "extra_forbidden":

@@ -53,7 +53,8 @@ def reference_run(small_store, tmp_path_factory):
 
 def test_output_contract(reference_run):
     out = reference_run.out
-    for name in ("candidates.parquet", "background.parquet", "manifest.json", "report.html", "injections.parquet", "gates.parquet"):
+    for name in ("candidates.parquet", "triggers.parquet", "background.parquet", "manifest.json", "report.html",
+                 "injections.parquet", "gates.parquet"):
         assert (out / name).is_file(), name
     cands = read_table(out / "candidates.parquet")
     for col in ("search", "gps_time", "ifos", "snr", "far", "ifar_years", "far_exclusive", "time_H1", "snr_L1", "rho_H1"):
@@ -95,10 +96,10 @@ def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeyp
     campaign = make_campaign(small_store, out)
     original = PulseSearch.process
 
-    def fail_on_chunk_2(self, campaign, ifos, backend, spec):
+    def fail_on_chunk_2(self, campaign, ifos, backend, resources, spec):
         if spec.index == 2:
             raise RuntimeError("worker lost")
-        return original(self, campaign, ifos, backend, spec)
+        return original(self, campaign, ifos, backend, resources, spec)
 
     monkeypatch.setattr(PulseSearch, "process", fail_on_chunk_2)
     with pytest.raises(ChunkFailed, match="chunk 2 .* failed: RuntimeError: worker lost"):

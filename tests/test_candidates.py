@@ -90,3 +90,23 @@ def test_clustering_keeps_local_maxima_and_breaks_ties_by_time():
     assert list(keep) == [False, True, True, False, True, False]
     perm = np.array([3, 1, 5, 0, 4, 2])
     assert list(cluster_in_time(t[perm], s[perm], 0.1)) == list(keep[perm])
+
+
+def test_keyed_pairs_equal_brute_force():
+    """Same-template coincidence: the sorted key/time search finds exactly the brute-force pairs,
+    across the ring's wrap too."""
+    rng = np.random.default_rng(3)
+    ring, max_dt = 50.0, 0.012
+
+    def keyed(n):
+        return IfoTriggers(rng.uniform(0, ring, n), rng.uniform(0, 0.002, n), rng.uniform(5, 9, n),
+                           rng.integers(0, 30, n))
+
+    a, b = keyed(4000), keyed(4000)
+    ia, jb = coincident_pairs(a, b, max_dt, ring)
+    d = np.abs(a.time[:, None] - b.time[None, :])
+    d = np.minimum(d, ring - d)
+    ok = (d <= max_dt + a.uncertainty[:, None] + b.uncertainty[None, :]) & (a.key[:, None] == b.key[None, :])
+    want = set(zip(*np.nonzero(ok)))
+    assert len(want) > 20
+    assert set(zip(ia.tolist(), jb.tolist())) == {(int(i), int(j)) for i, j in want}

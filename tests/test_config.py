@@ -64,7 +64,7 @@ def test_negative_duration_refused(tmp_path):
 
 
 def test_unknown_search_kind_lists_allowed(tmp_path):
-    with pytest.raises(ConfigError, match="search.kind.*'pulse'"):
+    with pytest.raises(ConfigError, match="search: Input tag 'spiral' .* expected tags: 'pulse', 'spiir'"):
         load_campaign(write(tmp_path, "name: t\ndata: {store: x}\nsearch: {kind: spiral}\n"))
 
 
@@ -110,3 +110,31 @@ def test_override_into_missing_section():
     raw = {"name": "t"}
     apply_override(raw, "background.slides=5")
     assert raw == {"name": "t", "background": {"slides": 5}}
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "configs" / "banks").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_bank_config_loads(path):
+    from gwbatch.config import load_bank_config
+
+    cfg = load_bank_config(path)
+    assert cfg.mass1 and cfg.mass2 and cfg.f_low > 0
+
+
+def test_spiir_needs_whitening_and_a_known_psd(tmp_path):
+    spiir = "name: t\ndata:\n  store: data/x.zarr\nsearch:\n  kind: spiir\n  bank: configs/banks/bbh.yaml\n"
+    with pytest.raises(ConfigError, match="set conditioning.whiten: true"):
+        load_campaign(write(tmp_path, spiir + "conditioning: {whiten: false}\n"))
+    with pytest.raises(ConfigError, match="must be 'data' or a design curve"):
+        load_campaign(write(tmp_path, spiir + "  psd: LIGO\n"))
+
+
+def test_bank_spin_ranges_need_stochastic_placement(tmp_path):
+    from gwbatch.config import load_bank_config
+
+    path = tmp_path / "bank.yaml"
+    path.write_text("name: b\nmass1: [1, 2]\nmass2: [1, 2]\nspin1z: [-0.5, 0.5]\nplacement: {method: grid}\n")
+    with pytest.raises(ConfigError, match="use placement method 'stochastic'"):
+        load_bank_config(path)
+    path.write_text("name: b\nmass1: [1, 2]\nmass2: [1, 2]\nspin1z: [-0.5, 0.5]\n")
+    assert load_bank_config(path).spin1z == [-0.5, 0.5]

@@ -48,7 +48,7 @@ def test_spiir_snr_matches_exact_matched_filter():
         hs *= rng.uniform(8, 30) / sigma
         end = (i + 2) * spacing
         strain[end - gn : end] += hs
-        whitened.append(whitened_template(htilde, psd(np.maximum(f, 1.0)), df, FS, 30.0, isco_frequency(t.mass1, t.mass2)))
+        whitened.append(whitened_template(htilde, psd(np.maximum(f, 1.0)), df, FS, 30.0, isco_frequency(t.mass1, t.mass2)).h)
         starts.append(end - FS)  # merger sample (approx.) for the search window
     cond = condition(strain, np.ones(n, bool), ConditioningConfig(filter_duration=4.0, psd={"segment": 8.0}), FS)
     x = cond.data.astype(np.float32)

@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 
 from gwbatch.conditioning import psd as psd_mod
-from gwbatch.config import BankConfig, ClusterConfig
+from gwbatch.config import BankConfig
 from gwbatch.errors import GwbatchError
 from gwbatch.io.banks import load_bank, read_bank_file, save_bank
 from gwbatch.io.store import dq_sample_mask, open_store, read_dq, read_meta, read_strain
 from gwbatch.spiir.bank import FilterBank, bank_fingerprint, build_template, pack, place
-from workflow.cluster import start_cluster
+from gwbatch.waveforms import Template
+from workflow.cluster import Cluster
 from workflow.execute import run_tasks
 
 log = logging.getLogger("gwbatch")
@@ -40,20 +41,28 @@ def store_psd(store: str | Path, ifo: str, *, start: int = 0, seconds: float = 5
     return psd_mod.estimate(np.where(valid, x, 0.0), valid, fs, segment, f"{ifo} data in {meta.path}")
 
 
+def cached_bank_path(cfg: BankConfig, psd: psd_mod.PSD, templates: list[Template], cache: str | Path) -> Path:
+    """Where the bank built from ``cfg`` for ``psd`` and ``templates`` is cached."""
+    return Path(cache) / f"{cfg.name}-{bank_fingerprint(cfg, psd, templates)}.h5"
+
+
 def _build_batch(cfg: BankConfig, psd: psd_mod.PSD, item: tuple[int, list]):
     k, batch = item
     return k, [build_template(t, cfg, psd) for t in batch]
 
 
-def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, cluster: ClusterConfig | None = None,
-               cache: str | Path | None = None, progress: bool = True) -> FilterBank:
-    """The built bank for ``psd``: from the cache when present, else placed and built in parallel."""
-    path = Path(cache) / f"{cfg.name}-{bank_fingerprint(cfg, psd)}.h5" if cache else None
+def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, cluster: Cluster | None = None,
+               cache: str | Path | None = None, templates: list[Template] | None = None,
+               progress: bool = True) -> tuple[FilterBank, Path | None]:
+    """The built bank for ``psd`` and where it is cached: from the cache when present, else placed
+    (unless ``templates`` are given) and built on ``cluster`` (in this process when None)."""
+    if templates is None:
+        templates = place(cfg, psd, read_bank_file(cfg.file) if cfg.file else None)
+    path = cached_bank_path(cfg, psd, templates, cache) if cache else None
     if path is not None and path.exists():
         log.info("bank %s: cached at %s", cfg.name, path)
-        return load_bank(path)
-    templates = place(cfg, psd, read_bank_file(cfg.file) if cfg.file else None)
-    log.info("bank %s: %d templates placed for %s", cfg.name, len(templates), psd.source)
+        return load_bank(path), path
+    log.info("bank %s: building %d templates for %s", cfg.name, len(templates), psd.source)
     items = [(k, templates[i : i + BATCH]) for k, i in enumerate(range(0, len(templates), BATCH))]
 
     def failure(item, exc):
@@ -62,12 +71,12 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, cluster: ClusterConfig | No
                                f"{type(exc).__name__}: {exc}")
 
     done: dict[int, list] = {}
-    with start_cluster(cluster or ClusterConfig(kind="in-process"), "numpy", len(items)) as cl:
-        for k, built in run_tasks(cl, _build_batch, (cfg, psd), items, key=lambda item: f"bank-{cfg.name}-{item[0]}",
-                                  failure=failure, desc="templates", progress=progress):
-            done[k] = built
-    bank = pack([bt for k in sorted(done) for bt in done[k]], cfg, psd)
+    tasks = run_tasks(cluster or Cluster(None, "in-process", 1, None, "numpy"), _build_batch, (cfg, psd), items,
+                      key=lambda item: f"bank-{cfg.name}-{item[0]}-{id(items)}", failure=failure, desc="templates",
+                      progress=progress)
+    for k, built in tasks:
+        done[k] = built
+    bank = pack([bt for k in sorted(done) for bt in done[k]], cfg, psd, templates)
     if path is not None:
         save_bank(bank, path)
-    return bank
-
+    return bank, path

@@ -24,7 +24,8 @@ from workflow.cluster import start_cluster
 from workflow.execute import run_chunks
 from workflow.outputs import CHUNKS, prepare_output
 from workflow.plan import Plan, make_plan
-from workflow.reduce import Reduced, reduce_results
+from workflow.prepare import prepare
+from workflow.reduce import Reduced, reduce_results, trigger_table
 
 log = logging.getLogger("gwbatch")
 
@@ -79,24 +80,27 @@ def run_campaign(
         log.info("resume: %d of %d chunks already done", len(results), len(plan.chunks))
     todo = [spec for spec in plan.chunks if spec.index not in results]
     search = get_search(plan.search)
+    resources = prepare(campaign, plan, meta, outdir, progress)
     with start_cluster(campaign.cluster, campaign.backend, max(1, len(todo))) as cluster:
         log.info(
             "cluster: %s, %d worker(s), backend %s%s", cluster.kind, cluster.workers, cluster.backend,
             f"; dashboard {cluster.dashboard}" if cluster.dashboard else "",
         )
         for result in run_chunks(
-            cluster, search.process, (campaign, plan.ifos, cluster.backend), todo,
+            cluster, search.process, (campaign, plan.ifos, cluster.backend, resources), todo,
             key_prefix=f"{campaign.name}-{plan.fingerprint}", progress=progress,
         ):
             write_chunk(chunkdir, result, plan.fingerprint)
             results[result.index], status[result.index] = result, "done"
     reduced = reduce_results(campaign, plan, meta, list(results.values()))
-    manifest = build_manifest(campaign, plan, meta, reduced, results, status, cluster, command, time.time() - started)
+    manifest = build_manifest(campaign, plan, meta, reduced, results, status, cluster, command, time.time() - started,
+                              resources)
     write_outputs(outdir, reduced, manifest)
     return RunSummary(outdir, plan, reduced, manifest)
 
 
-def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, cluster, command, wall) -> dict:
+def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, cluster, command, wall,
+                   resources: dict) -> dict:
     fs = plan.sample_rate
     t0 = GPSTime.parse(plan.t0)
     chunks = []
@@ -141,6 +145,9 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "fingerprint": plan.fingerprint,
             "ifos": list(plan.ifos),
         },
+        "resources": {
+            "banks": {ifo: {"file": path, "fingerprint": fp} for ifo, (path, fp) in resources.get("banks", {}).items()},
+        },
         "cluster": {"kind": cluster.kind, "workers": cluster.workers, "dashboard": cluster.dashboard, "backend": cluster.backend},
         "devices": sorted({c["device"] for c in chunks}),
         "chunks": chunks,
@@ -168,7 +175,8 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "injections_found": 0 if injections is None else int(injections["found"].sum()),
         },
         "outputs": {
-            "candidates": "candidates.parquet", "background": "background.parquet", "gates": "gates.parquet",
+            "candidates": "candidates.parquet", "triggers": "triggers.parquet", "background": "background.parquet",
+            "gates": "gates.parquet",
             "report": "report.html", **({"injections": "injections.parquet"} if injections is not None else {}),
         },
         "timing": {"wall_seconds": wall, "chunk_seconds_total": float(sum(c["seconds"] for c in chunks))},
@@ -177,6 +185,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
 
 def write_outputs(outdir: Path, reduced: Reduced, manifest: dict) -> None:
     """Final outputs, each written atomically; the manifest last marks the run complete."""
+    write_table(trigger_table(reduced), outdir / "triggers.parquet")
     write_table(reduced.background_events, outdir / "background.parquet")
     write_table(reduced.gates, outdir / "gates.parquet")
     if reduced.injections is not None:
@@ -196,7 +205,7 @@ def summary_lines(summary: RunSummary) -> list[str]:
         f"  candidates.parquet  {m['counts']['candidates']} zero-lag candidates"
         f" (zero-lag livetime {m['livetime']['zero_lag_seconds']:.1f} s, background {m['livetime']['background_seconds']:.1f} s)",
         f"  background.parquet  {m['counts']['background_events']} time-slide events ({m['background']['slides']} slides)",
-        "  report.html, manifest.json, gates.parquet",
+        "  triggers.parquet, report.html, manifest.json, gates.parquet",
     ]
     cands = summary.reduced.candidates
     if len(cands):

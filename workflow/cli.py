@@ -89,15 +89,25 @@ def cmd_ingest(args) -> int:
     return 0
 
 
-def _bank_psd(args):
+def _bank_psd(args, sample_rate: float):
+    """The PSD a bank is built for: a design curve, or a store's data as a campaign's default
+    conditioning whitens it (:func:`gwbatch.conditioning.whiten.effective_psd`)."""
     from gwbatch.conditioning.psd import design
+    from gwbatch.conditioning.whiten import effective_psd
+    from gwbatch.config import ConditioningConfig
+    from gwbatch.io.store import read_meta
     from workflow.bank import store_psd
 
     if args.store is not None:
         if not args.ifo:
             raise ConfigError("--store needs --ifo (the detector whose data gives the PSD)")
-        return store_psd(args.store, args.ifo, seconds=args.psd_seconds)
-    return design(args.psd, sample_rate=4096.0)
+        fs = read_meta(args.store).sample_rate
+        if abs(fs - sample_rate) > 1e-9:
+            raise ConfigError(f"the bank is for {sample_rate:g} Hz but {args.store} is at {fs:g} Hz")
+        cond = ConditioningConfig()
+        measured = store_psd(args.store, args.ifo, seconds=args.psd_seconds, segment=cond.psd.segment)
+        return effective_psd(measured, fs, int(round(cond.filter_duration * fs)), cond.f_low, cond.f_high)
+    return design(args.psd, sample_rate=sample_rate)
 
 
 def cmd_bank(args) -> int:
@@ -110,14 +120,16 @@ def cmd_bank(args) -> int:
     from gwbatch.config import ClusterConfig, load_bank_config
     from gwbatch.io.banks import save_bank
     from workflow.bank import build_bank
+    from workflow.cluster import start_cluster
 
     if len(args.paths) != 1 or args.out is None:
         raise ConfigError("bank build takes one bank YAML file and --out BANK.h5")
     cfg = load_bank_config(args.paths[0], args.set or ())
     if args.out.exists() and not args.overwrite:
         raise OutputError(f"{args.out} exists; pass --overwrite to replace it")
-    bank = build_bank(cfg, _bank_psd(args), cluster=ClusterConfig(kind=args.cluster, dashboard_address=":0"),
-                      progress=not args.no_progress)
+    psd = _bank_psd(args, cfg.sample_rate)
+    with start_cluster(ClusterConfig(kind=args.cluster, dashboard_address=":0"), "numpy", 64) as cluster:
+        bank, _ = build_bank(cfg, psd, cluster=cluster, progress=not args.no_progress)
     save_bank(bank, args.out)
     print(bank.summary())
     print(f"wrote {args.out}")

@@ -65,6 +65,16 @@ def resolve_kind(cfg: ClusterConfig) -> str:
     return "local"
 
 
+def cpu_cluster_config(cfg: ClusterConfig) -> ClusterConfig:
+    """The cluster for CPU-bound preparation (building banks): the configured scheduler when given
+    by address, in-process when so configured, else local CPU workers, one per core (a GPU cluster
+    has only one worker per GPU)."""
+    if cfg.kind in ("address", "in-process"):
+        return cfg
+    return cfg.model_copy(update={"kind": "local", "n_workers": None if cfg.kind != "local" else cfg.n_workers,
+                                  "dashboard_address": ":0"})
+
+
 def resolve_backend(requested: str, kind: str) -> str:
     """The array backend the tasks use: CuPy on GPU clusters, NumPy on CPU ones, unless fixed."""
     if requested != "auto":

@@ -13,7 +13,8 @@ from pathlib import Path
 from gwbatch.errors import ConfigError, OutputError
 
 MARKER = ".gwbatch-run"
-FINAL = ("manifest.json", "candidates.parquet", "background.parquet", "injections.parquet", "gates.parquet", "report.html")
+FINAL = ("manifest.json", "candidates.parquet", "triggers.parquet", "background.parquet", "injections.parquet",
+         "gates.parquet", "report.html")
 CHUNKS = "chunks"
 
 

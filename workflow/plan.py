@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -139,6 +140,8 @@ def travel_matrix(ifos: tuple[str, ...]) -> np.ndarray:
 def fingerprint(campaign: Campaign, meta: StoreMeta) -> str:
     """Hash of everything a chunk's result depends on: the analysis settings and the store."""
     relevant = campaign.model_dump(mode="json", include={"data", "conditioning", "search"})
+    if campaign.search.kind == "spiir":  # the bank file's content, not just its path
+        relevant["bank_file"] = Path(campaign.search.bank).read_text()
     store = {"path": str(meta.path), "t0": str(meta.t0), "n": meta.n_samples, "fs": meta.sample_rate,
              "provenance": meta.provenance}
     blob = json.dumps({"campaign": relevant, "store": store}, sort_keys=True, default=str)

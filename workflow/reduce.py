@@ -8,10 +8,8 @@ import numpy as np
 import pandas as pd
 
 from gwbatch.background import BackgroundResult, estimate_background
-from gwbatch.candidates.coincidence import IfoTriggers
 from gwbatch.candidates.injections import match_injections
 from gwbatch.candidates.tables import background_table, candidate_table
-from gwbatch.candidates.triggers import add_trigger_times, merge_chunk_triggers
 from gwbatch.conditioning.mask import merge_segments
 from gwbatch.config import Campaign
 from gwbatch.gpstime import GPSTime, sample_times
@@ -36,27 +34,20 @@ def reduce_results(campaign: Campaign, plan: Plan, meta: StoreMeta, results: lis
     t0 = GPSTime.parse(plan.t0)
     search = get_search(plan.search)
     results = sorted(results, key=lambda r: r.index)
-    merged = add_trigger_times(merge_chunk_triggers(pd.concat([r.triggers for r in results], ignore_index=True)), t0, fs)
+    merged = search.merge(campaign, pd.concat([r.triggers for r in results], ignore_index=True), t0, fs)
     per_ifo = [merged[merged["ifo"] == ifo].reset_index(drop=True) for ifo in plan.ifos]
     segments = {
         ifo: merge_segments(np.concatenate([r.segments[ifo].reshape(-1, 2) for r in results])).astype(np.int64)
         for ifo in plan.ifos
     }
     ring_segments = [(segments[ifo] - plan.span_start) / fs for ifo in plan.ifos]
-    triggers = [
-        IfoTriggers(
-            time=(df["centre"].to_numpy(np.float64) - plan.span_start) / fs,
-            uncertainty=search.uncertainty(df, fs),
-            snr=df["snr"].to_numpy(np.float64),
-        )
-        for df in per_ifo
-    ]
+    triggers = [search.coincidence_triggers(df, plan.span_start, fs) for df in per_ifo]
     bg = estimate_background(
         triggers, ring_segments, ring=plan.ring, travel=np.asarray(plan.travel), window=campaign.coincidence.window,
         min_ifos=campaign.coincidence.min_ifos, cluster_window=campaign.coincidence.cluster_window,
         n_slides=plan.n_slides, slide_step=plan.slide_step,
     )
-    candidates = candidate_table(plan.search, bg.foreground, per_ifo, plan.ifos, {"rho": "rho", "duration": "duration"})
+    candidates = candidate_table(plan.search, bg.foreground, per_ifo, plan.ifos, search.candidate_fields)
     events = background_table(bg.background, per_ifo, plan.ifos, bg.shifts)
     injections = None
     if meta.has_injections:
@@ -68,3 +59,9 @@ def reduce_results(campaign: Campaign, plan: Plan, meta: StoreMeta, results: lis
     gates = pd.concat([r.gates for r in results], ignore_index=True)
     gates["gps_time"] = sample_times(t0, gates["sample"].to_numpy(np.float64), fs) if len(gates) else np.zeros(0)
     return Reduced(per_ifo, segments, bg, candidates, events, injections, gates)
+
+
+def trigger_table(reduced: Reduced) -> pd.DataFrame:
+    """Every detector's final triggers in one table (the ``triggers.parquet`` output)."""
+    frames = [df for df in reduced.triggers if len(df)]
+    return pd.concat(frames, ignore_index=True) if frames else reduced.triggers[0].iloc[:0].copy()

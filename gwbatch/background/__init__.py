@@ -54,7 +54,7 @@ def check_slides(n_ifos: int, n_slides: int, step: float, ring: float, coinciden
 
 
 def _run_slide(triggers, shift_row, ring, travel, window, min_ifos, cluster_window) -> pd.DataFrame:
-    moved = [IfoTriggers(np.mod(t.time + s, ring), t.uncertainty, t.snr) for t, s in zip(triggers, shift_row)]
+    moved = [IfoTriggers(np.mod(t.time + s, ring), t.uncertainty, t.snr, t.key) for t, s in zip(triggers, shift_row)]
     coincs = find_coincidences(moved, travel, window, ring, min_ifos)
     keep = cluster_in_time(coincs["time"].to_numpy(), coincs["stat"].to_numpy(), cluster_window)
     return coincs[keep].reset_index(drop=True)

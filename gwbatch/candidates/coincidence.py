@@ -3,7 +3,8 @@
 Triggers of detectors ``a`` and ``b`` (times already shifted for the slide, on the ring ``[0, L)``)
 coincide when ``|t_a - t_b| <= T_ab + window + u_a + u_b``, with ``T_ab`` the light travel time
 and ``u`` each trigger's own timing uncertainty (the pulse search uses a quarter of the boxcar
-duration).  Coincidences of more detectors are cliques: every pair of members coincides.  All
+duration), and, when the triggers carry keys, when their keys are equal (matched-filter searches
+require the same template in every detector).  Coincidences of more detectors are cliques: every pair of members coincides.  All
 coincidences of ``min_ifos`` or more detectors are kept and then clustered in time, keeping each
 one that is the loudest within ``cluster_window`` of itself; zero lag and every slide go through
 exactly the same steps (PyCBC #4302).
@@ -20,27 +21,40 @@ import pandas as pd
 
 @dataclass(frozen=True)
 class IfoTriggers:
-    """One detector's triggers for coincidence: ring time (s), timing uncertainty (s), SNR."""
+    """One detector's triggers for coincidence: ring time (s), timing uncertainty (s), ranking SNR,
+    and optionally a key that coincident triggers must share (the template, for matched filters)."""
 
     time: np.ndarray
     uncertainty: np.ndarray
     snr: np.ndarray
+    key: np.ndarray | None = None
 
 
 def coincident_pairs(a: IfoTriggers, b: IfoTriggers, max_dt: float, ring: float) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs ``(i, j)`` with ``|t_a[i] - t_b[j]|`` (on the ring) within the allowed window."""
+    """Index pairs ``(i, j)`` with ``|t_a[i] - t_b[j]|`` (on the ring) within the allowed window and,
+    for keyed triggers, equal keys.
+
+    Keys become blocks of a combined coordinate ``key * stride + t`` with ``stride`` wider than the
+    ring plus both reaches, so one sorted search finds same-key neighbours only.
+    """
     if a.time.size == 0 or b.time.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     reach = max_dt + a.uncertainty.max() + b.uncertainty.max()
-    order = np.argsort(b.time, kind="stable")
-    tb = b.time[order]
+    keyed = a.key is not None and b.key is not None
+    stride = ring + 4.0 * reach + 1.0
+    base_a = a.key.astype(np.float64) * stride if keyed else 0.0
+    base_b = b.key.astype(np.float64) * stride if keyed else np.zeros(b.time.size)
     # Copies of b's triggers shifted by -L and +L catch pairs across the ring's wrap.
-    lo_wrap = tb > ring - reach
-    hi_wrap = tb < reach
-    times = np.concatenate([tb[lo_wrap] - ring, tb, tb[hi_wrap] + ring])
-    index = np.concatenate([order[lo_wrap], order, order[hi_wrap]])
-    left = np.searchsorted(times, a.time - reach, side="left")
-    right = np.searchsorted(times, a.time + reach, side="right")
+    lo_wrap = b.time > ring - reach
+    hi_wrap = b.time < reach
+    times = np.concatenate([b.time[lo_wrap] - ring, b.time, b.time[hi_wrap] + ring])
+    coord = times + np.concatenate([base_b[lo_wrap], base_b, base_b[hi_wrap]])
+    index = np.concatenate([np.flatnonzero(lo_wrap), np.arange(b.time.size), np.flatnonzero(hi_wrap)])
+    order = np.argsort(coord, kind="stable")
+    coord, times, index = coord[order], times[order], index[order]
+    ca = a.time + base_a
+    left = np.searchsorted(coord, ca - reach, side="left")
+    right = np.searchsorted(coord, ca + reach, side="right")
     counts = right - left
     ia = np.repeat(np.arange(a.time.size), counts)
     pos = np.repeat(left - np.cumsum(np.concatenate([[0], counts[:-1]])), counts) + np.arange(counts.sum())

@@ -5,7 +5,8 @@
 search's ranking statistic; for coincidences the quadrature sum of member SNRs), ``far`` (Hz,
 inclusive), ``ifar_years``, ``far_exclusive``, ``ifar_exclusive_years``, ``n_louder``,
 ``n_louder_exclusive``; then per detector ``time_<ifo>``, ``snr_<ifo>`` and the search's own
-fields (pulse: ``rho_<ifo>``, ``duration_<ifo>``), NaN where the detector is not a member.
+fields (pulse: ``rho_<ifo>``, ``duration_<ifo>``; SPIIR: ``template``, ``chisq_<ifo>``, ``rank_<ifo>``,
+``phase_<ifo>``), NaN where the detector is not a member.
 
 ``background``: one row per clustered time-slide event: ``slide``, ``snr``, ``ifos``,
 ``ring_time`` (s from the span start, after shifting) and per detector the unshifted trigger
@@ -57,6 +58,9 @@ def candidate_table(search: str, fg: pd.DataFrame, per_ifo: list[pd.DataFrame], 
     if "rho" in extra_fields:
         rho = np.stack([cols[f"rho_{i}"] for i in ifos], axis=1) if len(fg) else np.zeros((0, len(ifos)))
         table["rho"] = np.sqrt(np.nansum(rho**2, axis=1))
+    if "template" in extra_fields:  # matched filters: every member has the same template
+        tmpl = np.stack([cols[f"template_{i}"] for i in ifos], axis=1) if len(fg) else np.zeros((0, len(ifos)))
+        table["template"] = np.nanmax(np.where(np.isnan(tmpl), -1, tmpl), axis=1).astype(np.int64) if len(fg) else np.zeros(0, np.int64)
     for c in ("far", "ifar_years", "far_exclusive", "ifar_exclusive_years", "n_louder", "n_louder_exclusive"):
         table[c] = fg[c].to_numpy() if len(fg) else np.zeros(0)
     for name, values in cols.items():

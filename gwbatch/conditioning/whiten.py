@@ -55,8 +55,9 @@ def apply_fir(x, taps):
 def whiten(x, valid, taps):
     """Whiten ``x`` (float64) with ``taps``; returns ``(whitened, valid_after)``.
 
-    Invalid samples are set to zero for the convolution only; every sample within the filter's
-    half-length of an invalid sample or of either end of ``x`` (circular wrap) is marked invalid.
+    Invalid samples are set to zero for the convolution; every sample within the filter's
+    half-length of an invalid sample or of either end of ``x`` (circular wrap) is marked invalid and
+    is zero in the output, so filters with memory (SPIIR) never integrate corrupted samples.
     """
     xp = array_namespace(x, valid)
     h = (taps.size - 1) // 2
@@ -65,4 +66,37 @@ def whiten(x, valid, taps):
     edges = xp.ones(x.size, dtype=bool)
     edges[:h] = False
     edges[x.size - h :] = False
-    return out, dilate_invalid(valid, h) & edges
+    valid_after = dilate_invalid(valid, h) & edges
+    return xp.where(valid_after, out, 0.0), valid_after
+
+
+def effective_psd(psd, sample_rate: float, filter_length: int, f_low: float, f_high: float | None,
+                  delta_f: float = 0.125):
+    """The PSD that the truncated whitening filter of ``psd`` whitens exactly, as a
+    :class:`~gwbatch.conditioning.psd.PSD`: ``S_eff = 1 / (B |W(f)|^2)`` with ``W`` the response of
+    :func:`whitening_taps`.
+
+    Templates whitened with ``S_eff`` match data whitened by the truncated filter: the truncation
+    smooths the inverse ASD (spectral lines become shallower and wider), and a template whitened by
+    the raw estimate would not match the data.  Outside the band, where ``W`` vanishes, the PSD is
+    held at 1e6 times its in-band maximum.
+    """
+    import numpy as np
+
+    from gwbatch.conditioning.psd import PSD
+
+    n = int(round(sample_rate / delta_f))
+    freqs = np.fft.rfftfreq(n, 1.0 / sample_rate)
+    taps = whitening_taps(freqs, psd(np.maximum(freqs, freqs[1])), sample_rate, filter_length, f_low, f_high)
+    h = (taps.size - 1) // 2
+    placed = np.zeros(n)
+    placed[: h + 1] = taps[h:]
+    placed[n - h :] = taps[:h]
+    gain = np.abs(np.fft.rfft(placed))
+    lo, hi = band_edges(sample_rate, f_low, f_high)
+    band = (freqs >= lo) & (freqs <= hi) & (gain > 0)
+    values = np.empty(n // 2 + 1)
+    values[band] = 1.0 / (gain[band] ** 2 * (hi - lo))
+    values[~band] = 1e6 * values[band].max()
+    values = np.minimum(values, 1e6 * values[band].max())
+    return PSD(freqs[1:], values[1:], source=f"{psd.source}, as whitened by a {filter_length / sample_rate:g} s filter")

@@ -1,10 +1,18 @@
 """Searches, picked by ``search.kind``.
 
-A search tells the planner how much data it needs around each chunk (:meth:`halo`) and turns one
-chunk of strain into per-detector triggers and analysed segments
-(:meth:`process(campaign, ifos, backend, spec)`), returning a
-:class:`ChunkResult`.  Everything after that (merging chunk edges, coincidence, time slides, FAR,
-outputs, report) is shared.
+A search is an object with:
+
+- ``halo(campaign, fs) -> (before, after)``: samples read around each chunk;
+- ``max_uncertainty(campaign, fs)``: its largest trigger timing uncertainty (s), for slide checks;
+- ``process(campaign, ifos, backend, resources, spec) -> ChunkResult``: one chunk of strain to
+  per-detector triggers and analysed segments (``resources``: what the workflow prepared before the
+  chunks ran, e.g. built template banks);
+- ``merge(campaign, triggers, t0, fs) -> DataFrame``: the chunks' triggers, de-duplicated across chunk edges,
+  with ``gps_time``, ``snr`` and ``rank`` (the per-detector ranking SNR) columns;
+- ``coincidence_triggers(df, span_start, fs) -> IfoTriggers``: one detector's triggers for coincidence;
+- ``candidate_fields``: extra per-detector columns for the candidate table.
+
+Everything after ``process`` (coincidence, time slides, FAR, outputs, report) is shared.
 """
 
 from __future__ import annotations
@@ -44,8 +52,9 @@ class ChunkResult:
 
 def get_search(kind: str):
     from gwbatch.searches.pulse import PulseSearch
+    from gwbatch.searches.spiir import SpiirSearch
 
-    registry = {"pulse": PulseSearch}
+    registry = {"pulse": PulseSearch, "spiir": SpiirSearch}
     try:
         return registry[kind]()
     except KeyError:

@@ -20,7 +20,7 @@ from gwbatch.conditioning.psd import PSD
 from gwbatch.config import BankConfig
 from gwbatch.errors import ConfigError
 from gwbatch.spiir.construct import autocorrelation, construct, whitened_template
-from gwbatch.spiir.placement import Metric, Region, grid_placement, masses, stochastic_placement
+from gwbatch.spiir.placement import Metric, Region, Space, grid_placement, stochastic_placement
 from gwbatch.waveforms import Template, frequency_domain
 from gwbatch.waveforms.taylorf2 import chirp_time, isco_frequency
 
@@ -54,10 +54,11 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     s = psd(np.maximum(f, 1.0))
     htilde = frequency_domain(cfg.approximant, template, f.size, delta_f, max(cfg.f_low - 3.0, 5.0))
     f_end = isco_frequency(template.mass1, template.mass2) if cfg.approximant == "TaylorF2" else None
-    h = whitened_template(htilde, s, delta_f, cfg.sample_rate, cfg.f_low, f_end)
+    white = whitened_template(htilde, s, delta_f, cfg.sample_rate, cfg.f_low, f_end)
+    h = white.h
     sp = cfg.spiir
     filt = construct(h, overlap_target=sp.overlap_target, epsilons=sp.epsilons, alpha=sp.alpha, beta=sp.beta,
-                     least_squares=sp.least_squares)
+                     least_squares=sp.least_squares, phase=white.phase)
     band = f >= cfg.f_low
     sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
     return BuiltTemplate(
@@ -72,24 +73,22 @@ def place(cfg: BankConfig, psd: PSD, templates_from_file: list[Template] | None 
     if templates_from_file is not None:
         return templates_from_file
     region = Region(tuple(cfg.mass1), tuple(cfg.mass2), tuple(cfg.total_mass) if cfg.total_mass else None,
-                    tuple(cfg.mass_ratio) if cfg.mass_ratio else None)
-    s1, s2 = cfg.spin1z[0], cfg.spin2z[0]
+                    tuple(cfg.mass_ratio) if cfg.mass_ratio else None, tuple(cfg.spin1z), tuple(cfg.spin2z))
+    space = Space(region, cfg.f_low)
     longest = chirp_time(cfg.mass1[0], cfg.mass2[0], cfg.f_low)
     n = 1 << int(np.ceil(np.log2(2.0 * (longest + 2.0) * cfg.sample_rate)))
     f = np.arange(n // 2 + 1) * (cfg.sample_rate / n)
-    metric = Metric(cfg.approximant, f, psd(np.maximum(f, 1.0)), cfg.f_low, cfg.f_low, s1, s2)
+    metric = Metric(cfg.approximant, f, psd(np.maximum(f, 1.0)), cfg.f_low, space)
     pl = cfg.placement
     try:
         if pl.method == "grid":
-            tau = grid_placement(region, metric, pl.minimal_match, seed=pl.seed, patience=pl.patience)
+            points = grid_placement(space, metric, pl.minimal_match, seed=pl.seed, patience=pl.patience)
         else:
-            tau = stochastic_placement(region, metric, pl.minimal_match, seed=pl.seed, patience=pl.patience,
-                                       max_templates=pl.max_templates)
+            points = stochastic_placement(space, metric, pl.minimal_match, seed=pl.seed, patience=pl.patience,
+                                          max_templates=pl.max_templates)
     except ValueError as exc:
         raise ConfigError(f"bank {cfg.name}: {exc}") from None
-    m1, m2 = masses(tau[:, 0], tau[:, 1], cfg.f_low)
-    order = np.lexsort((m2, m1))
-    return [Template(float(m1[i]), float(m2[i]), s1, s2) for i in order]
+    return space.templates(points)
 
 
 @dataclass(frozen=True)
@@ -156,12 +155,14 @@ class FilterBank:
         return "\n".join(lines)
 
 
-def bank_fingerprint(cfg: BankConfig, psd: PSD) -> str:
-    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True) + psd.fingerprint()
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+def bank_fingerprint(cfg: BankConfig, psd: PSD, templates: list[Template]) -> str:
+    """Identifies a built bank: its configuration, the PSD its filters are for, and its templates."""
+    points = np.array([(t.mass1, t.mass2, t.spin1z, t.spin2z) for t in templates], dtype=np.float64)
+    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode() + psd.fingerprint().encode() + points.tobytes()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD) -> FilterBank:
+def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD, templates: list[Template]) -> FilterBank:
     """Padded ``(T, L)`` arrays, each template's filters sorted by delay (neighbouring GPU lanes then
     read neighbouring samples)."""
     if not built:
@@ -184,5 +185,5 @@ def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD) -> FilterBank:
         epsilon=col(lambda t: t.epsilon, np.float64), overlap=col(lambda t: t.overlap, np.float64),
         sigma=col(lambda t: t.sigma, np.float64), a=a, b=b, d=d,
         autocorr=np.stack([bt.autocorr for bt in built]).astype(np.complex64),
-        psd=psd, fingerprint=bank_fingerprint(cfg, psd), config=cfg.model_dump(mode="json"),
+        psd=psd, fingerprint=bank_fingerprint(cfg, psd, templates), config=cfg.model_dump(mode="json"),
     )

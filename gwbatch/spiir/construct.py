@@ -6,7 +6,11 @@ Filter ``l`` is ``y[k] = a_l y[k-1] + b_l x[k - d_l]`` and the template's comple
 
 1. :func:`whitened_template`: the analytic (positive-frequency) whitened template
    ``h = ifft(2 h~(f) / ASD(f))``, tapered from ``f_low - 2 Hz``, cropped from where its frequency
-   reaches ``f_low`` to just after the amplitude peak (``|h|`` below 2% of the peak).
+   reaches ``f_low`` to just after the amplitude peak (``|h|`` below 2% of the peak), with the phase
+   ``phi`` of the unwhitened waveform on the same samples.  Whitening weights are real, so they keep
+   each frequency's time and ``phi`` tracks the chirp; but a measured PSD's spectral lines cut
+   notches in ``|h|`` where the whitened phase jumps, and a walk on that phase would place a filter
+   per sample there.
 2. :func:`walk_filters`: walk back from the end in steps ``jstep = round(sqrt(2 eps / phi''))``;
    each step places one filter centred at ``k = round(j - alpha jstep)`` with
    ``a = exp(-beta/jstep) exp(-i phi'(k))``, ``b = A[k] exp(i (phi[k] + phi'(k)(j - k)))``,
@@ -34,6 +38,18 @@ TAIL = 1e-7
 
 
 @dataclass(frozen=True)
+class WhitenedTemplate:
+    """A cropped analytic whitened template and the unwhitened waveform's unwrapped phase (rad)."""
+
+    h: np.ndarray  # complex128
+    phase: np.ndarray  # float64, same length
+
+    @property
+    def size(self) -> int:
+        return int(self.h.size)
+
+
+@dataclass(frozen=True)
 class IIRFilters:
     """One template's filters (``conj`` convention: ``z[k] = rho[k - latency]``)."""
 
@@ -51,8 +67,8 @@ class IIRFilters:
 
 
 def whitened_template(htilde: np.ndarray, psd: np.ndarray, delta_f: float, sample_rate: float,
-                      f_low: float, f_end: float | None = None) -> np.ndarray:
-    """Cropped analytic whitened template (complex128) from ``h~`` and the PSD on the same rfft grid.
+                      f_low: float, f_end: float | None = None) -> WhitenedTemplate:
+    """Cropped analytic whitened template from ``h~`` and the PSD on the same rfft grid.
 
     The grid must span ``[0, fs/2]`` with ``delta_f`` fine enough to hold the whole template.
     ``f_end``: for waveforms that stop abruptly (TaylorF2 at ISCO), a Hann taper over the last 10%
@@ -72,37 +88,46 @@ def whitened_template(htilde: np.ndarray, psd: np.ndarray, delta_f: float, sampl
     with np.errstate(divide="ignore", invalid="ignore"):
         white = np.where(psd > 0, 2.0 * htilde * taper / np.sqrt(psd), 0.0)
     white[0] = 0.0
-    spectrum = np.zeros(n, dtype=np.complex128)
-    spectrum[: n_freq - 1] = white[:-1]  # positive frequencies only: the analytic signal
-    h = np.fft.ifft(spectrum)
-    amp = np.abs(h)
-    peak = int(np.argmax(amp))
+    h = _analytic(white)
+    n_roll = n - 1 - int(0.1 * n) - int(np.argmax(np.abs(h)))
     # Put the merger near the end of the buffer so the inspiral that preceded it is contiguous.
-    h = np.roll(h, n - 1 - int(0.1 * n) - peak)
+    h = np.roll(h, n_roll)
     amp = np.abs(h)
     peak = int(np.argmax(amp))
     after = np.flatnonzero(amp[peak:] < 0.02 * amp[peak])
     end = peak + (int(after[0]) if after.size else n - 1 - peak)
-    phase = np.unwrap(np.angle(h[: end + 1]))
-    freq = np.gradient(phase) * sample_rate / (2.0 * np.pi)
-    below = np.flatnonzero(freq[:peak] < f_low)
+    # Where the template starts (its frequency reaches f_low) is read from the unwhitened waveform.
+    raw = np.roll(_analytic(2.0 * htilde * taper), n_roll)
+    phase = np.unwrap(np.angle(raw[: end + 1]))
+    freq = np.gradient(phase[: peak + 1]) * sample_rate / (2.0 * np.pi)
+    below = np.flatnonzero(freq < f_low)
     start = int(below[-1]) + 1 if below.size else 0
-    return h[start : end + 1]
+    return WhitenedTemplate(h[start : end + 1], phase[start:])
 
 
-def walk_filters(h: np.ndarray, epsilon: float, alpha: float = 0.99, beta: float = 0.25):
-    """ALGORITHMS.md §2 steps 2-4: ``(a, b, d)`` (in the conj convention) for template ``h``."""
+def _analytic(half: np.ndarray) -> np.ndarray:
+    """Time series of the positive-frequency half spectrum ``half`` (rfft grid, Nyquist dropped)."""
+    n = 2 * (half.size - 1)
+    spectrum = np.zeros(n, dtype=np.complex128)
+    spectrum[: half.size - 1] = half[:-1]
+    return np.fft.ifft(spectrum)
+
+
+def walk_filters(h: np.ndarray, epsilon: float, alpha: float = 0.99, beta: float = 0.25, phase=None):
+    """ALGORITHMS.md §2 steps 2-4: ``(a, b, d)`` (in the conj convention) for template ``h``, walking
+    on ``phase`` (default: ``h``'s own unwrapped phase)."""
     n = h.size
     amp = np.abs(h)
     phi = np.unwrap(np.angle(h))
+    chirp = phi if phase is None else np.asarray(phase, dtype=np.float64)
     peak = int(np.argmax(amp))
     if peak < 2:
         raise DataError("template too short to build SPIIR filters (amplitude peak within 2 samples of its start)")
-    phidd_peak = (phi[peak - 2] - 2.0 * phi[peak - 1] + phi[peak]) / (2.0 * np.pi)
+    phidd_peak = (chirp[peak - 2] - 2.0 * chirp[peak - 1] + chirp[peak]) / (2.0 * np.pi)
     a, b, d = [], [], []
     j, jstep = n - 1, 1
     while True:
-        phidd = (phi[j - 2] - 2.0 * phi[j - 1] + phi[j]) / (2.0 * np.pi)
+        phidd = (chirp[j - 2] - 2.0 * chirp[j - 1] + chirp[j]) / (2.0 * np.pi)
         if j > peak:  # after the peak the frequency stops rising: use the rate at the peak
             phidd = max(phidd, phidd_peak)
         if phidd > 0:
@@ -182,12 +207,13 @@ def normalise(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 
 def construct(h: np.ndarray, *, overlap_target: float = 0.99, epsilons=(0.04, 0.02, 0.01, 0.005),
-              alpha: float = 0.99, beta: float = 0.25, least_squares: bool = True) -> IIRFilters:
-    """Filters for whitened template ``h``: the largest ``eps`` reaching ``overlap_target`` (else the best)."""
+              alpha: float = 0.99, beta: float = 0.25, least_squares: bool = True, phase=None) -> IIRFilters:
+    """Filters for whitened template ``h``: the largest ``eps`` reaching ``overlap_target`` (else the best);
+    ``phase``: the phase to walk on (:class:`WhitenedTemplate`)."""
     target = np.conj(h[::-1])  # the ideal impulse response
     best = None
     for eps in sorted(epsilons, reverse=True):
-        a, b, d = walk_filters(h, eps, alpha, beta)
+        a, b, d = walk_filters(h, eps, alpha, beta, phase)
         if least_squares:
             b = least_squares_b(a, d, target)
         r = impulse_response(a, b, d)

@@ -15,12 +15,14 @@ match of nearby templates is ``1 - g_ij dl^i dl^j``.
   regions such as BBH, where the metric varies by orders of magnitude, stochastic placement needs
   far fewer templates).
 
-Spins are kept at the centre of their ranges' products here (aligned-spin banks place spin through
-the same metric in a later extension); :func:`fitting_factors` measures coverage with exact matches.
+Aligned spins whose ranges have non-zero width become further coordinates (:class:`Space`), with the
+metric's spin derivatives from the same phase; the A2 grid stays two-dimensional (fixed spins).
+:func:`fitting_factors` measures coverage with exact matches.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,12 +58,15 @@ def masses(tau0: np.ndarray, tau3: np.ndarray, f0: float, clamp: bool = False) -
 
 @dataclass(frozen=True)
 class Region:
-    """The parameter space: component-mass ranges (``mass1 >= mass2``), optional total mass and mass ratio."""
+    """The parameter space: component-mass ranges (``mass1 >= mass2``), optional total mass and mass
+    ratio, and aligned-spin ranges (a range of zero width holds that spin fixed)."""
 
     mass1: tuple[float, float]
     mass2: tuple[float, float]
     total_mass: tuple[float, float] | None = None
     mass_ratio: tuple[float, float] | None = None  # m1 / m2
+    spin1z: tuple[float, float] = (0.0, 0.0)
+    spin2z: tuple[float, float] = (0.0, 0.0)
 
     def contains(self, m1: np.ndarray, m2: np.ndarray) -> np.ndarray:
         m1, m2 = np.asarray(m1, float), np.asarray(m2, float)
@@ -87,53 +92,97 @@ class Region:
         return np.array([t0.min(), t3.min()]), np.array([t0.max(), t3.max()]), np.array([t0[centre], t3[centre]])
 
 
-class Metric:
-    """The ``(tau0, tau3)`` match metric from an approximant's phase and a PSD."""
+class Space:
+    """Placement coordinates ``(tau0, tau3[, spin1z][, spin2z])`` of a region at frequency ``f0``:
+    each spin whose range has non-zero width is a coordinate; the others stay fixed."""
 
-    def __init__(self, approximant: str, f: np.ndarray, psd: np.ndarray, f_low: float, f0: float,
-                 spin1z: float = 0.0, spin2z: float = 0.0):
-        self.approximant, self.f0 = approximant, f0
-        self.spin = (spin1z, spin2z)
+    def __init__(self, region: Region, f0: float):
+        self.region, self.f0 = region, f0
+        self.spins = tuple(k for k, r in enumerate((region.spin1z, region.spin2z)) if r[1] > r[0])
+        self.fixed = (region.spin1z[0], region.spin2z[0])
+        self.dims = 2 + len(self.spins)
+
+    def parameters(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(m1, m2, s1z, s2z)`` of points ``p`` (``(n, dims)`` or ``(dims,)``); NaN masses where
+        ``tau0, tau3`` hold no binary."""
+        p = np.asarray(p, float)
+        m1, m2 = masses(p[..., 0], p[..., 1], self.f0)
+        spin = [np.full(m1.shape, self.fixed[0]), np.full(m1.shape, self.fixed[1])]
+        for axis, k in enumerate(self.spins):
+            spin[k] = p[..., 2 + axis]
+        return m1, m2, spin[0], spin[1]
+
+    def contains(self, p: np.ndarray) -> np.ndarray:
+        m1, m2, s1, s2 = self.parameters(p)
+        r = self.region
+        return (r.contains(m1, m2) & (s1 >= r.spin1z[0]) & (s1 <= r.spin1z[1])
+                & (s2 >= r.spin2z[0]) & (s2 <= r.spin2z[1]))
+
+    def physical(self, p: np.ndarray) -> bool:
+        """Whether a point is a binary at all (the metric's finite differences may leave the region)."""
+        m1, _, s1, s2 = self.parameters(p)
+        return bool(np.isfinite(m1) and abs(s1) <= 1.0 and abs(s2) <= 1.0)
+
+    def box(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Bounding box ``(lo, hi)`` and a central point of the region."""
+        lo, hi, centre = self.region.tau_box(self.f0)
+        ranges = [(self.region.spin1z, self.region.spin2z)[k] for k in self.spins]
+        extra_lo = [r[0] for r in ranges]
+        extra_hi = [r[1] for r in ranges]
+        extra_mid = [0.5 * (r[0] + r[1]) for r in ranges]
+        return np.r_[lo, extra_lo], np.r_[hi, extra_hi], np.r_[centre, extra_mid]
+
+    def templates(self, points: np.ndarray) -> list[Template]:
+        m1, m2, s1, s2 = self.parameters(np.asarray(points, float).reshape(-1, self.dims))
+        order = np.lexsort((s2, s1, m2, m1))
+        return [Template(float(m1[i]), float(m2[i]), float(s1[i]), float(s2[i])) for i in order]
+
+
+class Metric:
+    """The match metric in a :class:`Space`'s coordinates, from an approximant's phase and a PSD."""
+
+    #: Finite-difference steps: relative for the chirp times, absolute for spins.
+    TAU_STEP, SPIN_STEP = 1e-4, 1e-3
+
+    def __init__(self, approximant: str, f: np.ndarray, psd: np.ndarray, f_low: float, space: Space):
+        self.approximant, self.space, self.f0 = approximant, space, space.f0
         band = (f >= f_low) & (psd > 0) & np.isfinite(psd)
         self.f, self.psd = f[band], psd[band]
         self.delta_f = f[1] - f[0]
         self.f_low = f_low
 
-    def _phase_amp(self, tau0: float, tau3: float) -> tuple[np.ndarray, np.ndarray]:
-        m1, m2 = masses(tau0, tau3, self.f0)
+    def _phase_amp(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m1, m2, s1, s2 = (float(v) for v in self.space.parameters(p))
         n_freq = int(round(self.f[-1] / self.delta_f)) + 1
-        h = frequency_domain(self.approximant, Template(float(m1), float(m2), *self.spin), n_freq, self.delta_f,
-                             max(self.f_low - 3.0, 5.0))
-        k = np.rint(self.f / self.delta_f).astype(int)
-        h = h[k]
+        h = frequency_domain(self.approximant, Template(m1, m2, s1, s2), n_freq, self.delta_f, max(self.f_low - 3.0, 5.0))
+        h = h[np.rint(self.f / self.delta_f).astype(int)]
         return np.unwrap(np.angle(h)), np.abs(h)
 
-    def _physical(self, tau: np.ndarray) -> bool:
-        return bool(np.isfinite(masses(tau[0], tau[1], self.f0)[0]))
+    def at(self, *point: float) -> np.ndarray:
+        """The ``dims x dims`` metric at ``point``.
 
-    def at(self, tau0: float, tau3: float) -> np.ndarray:
-        """The 2x2 metric at ``(tau0, tau3)``.
-
-        Phase derivatives by central differences; where a step would cross the equal-mass line
-        (no binary beyond it) a one-sided difference from the physical side is used instead.
+        Phase derivatives by central differences; where a step would leave the physical space
+        (beyond equal masses, or ``|spin| > 1``) a one-sided difference from the physical side is
+        used instead.
         """
-        here = np.array([tau0, tau3], dtype=float)
-        step = here * 1e-4
-        psi0, amp = self._phase_amp(tau0, tau3)
+        here = np.asarray(point, dtype=float).ravel()
+        dims = here.size
+        step = np.r_[np.abs(here[:2]) * self.TAU_STEP, np.full(dims - 2, self.SPIN_STEP)]
+        psi0, amp = self._phase_amp(here)
         w = np.where(amp > 0, amp**2 / self.psd, 0.0)
         w = w / w.sum()
         derivs = [np.ones_like(self.f), 2.0 * _PI * self.f]  # phi_c, t_c
-        for i in range(2):
-            dp = np.zeros(2)
+        for i in range(dims):
+            dp = np.zeros(dims)
             dp[i] = step[i]
-            up, down = self._physical(here + dp), self._physical(here - dp)
+            up, down = self.space.physical(here + dp), self.space.physical(here - dp)
             # A constant 2 pi k between two unwrapped phases is projected out with phi_c.
             if up and down:
-                diff = (self._phase_amp(*(here + dp))[0] - self._phase_amp(*(here - dp))[0]) / (2.0 * step[i])
+                diff = (self._phase_amp(here + dp)[0] - self._phase_amp(here - dp)[0]) / (2.0 * step[i])
             elif up:
-                diff = (self._phase_amp(*(here + dp))[0] - psi0) / step[i]
+                diff = (self._phase_amp(here + dp)[0] - psi0) / step[i]
             else:
-                diff = (psi0 - self._phase_amp(*(here - dp))[0]) / step[i]
+                diff = (psi0 - self._phase_amp(here - dp)[0]) / step[i]
             derivs.append(diff)
         d = np.stack(derivs)
         fisher = (d * w) @ d.T  # PSD-weighted second moments of the phase derivatives
@@ -142,70 +191,88 @@ class Metric:
         return 0.5 * (c - b.T @ np.linalg.solve(a, b))
 
 
-def stochastic_placement(region: Region, metric: Metric, minimal_match: float, *, seed: int = 0,
+def stochastic_placement(space: Space, metric: Metric, minimal_match: float, *, seed: int = 0,
                          patience: int = 2000, max_templates: int = 100_000, initial: np.ndarray | None = None) -> np.ndarray:
-    """Template points ``(n, 2)`` in ``(tau0, tau3)``; see the module docstring.
+    """Template points ``(n, dims)``; see the module docstring.
 
-    Accepted points are binned on a grid in raw ``(tau0, tau3)``; a proposal checks the bins under
-    the bounding box of its own exclusion ellipse ``dq g dq < 1 - MM`` (``g`` the local metric,
+    Accepted points are binned on a grid in raw coordinates; a proposal checks the bins under the
+    bounding box of its own exclusion ellipsoid ``dq g dq < 1 - MM`` (``g`` the local metric,
     refreshed per coarse cell), so a metric that varies across the space cannot hide a neighbour.
     """
     rng = np.random.default_rng(seed)
-    lo, hi, centre = region.tau_box(metric.f0)
+    dims = space.dims
+    lo, hi, centre = space.box()
     radius2 = 1.0 - minimal_match
-    cell = np.sqrt(radius2 * np.diag(np.linalg.inv(metric.at(*centre))))  # ellipse half-widths at the centre
-    bins: dict[tuple[int, int], list[int]] = {}
-    kept: list[np.ndarray] = []
-    local: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    for p in (initial if initial is not None else np.zeros((0, 2))):
-        bins.setdefault(tuple(np.floor((p - lo) / cell).astype(int)), []).append(len(kept))
-        kept.append(np.asarray(p, float))
+    cell = np.sqrt(radius2 * np.diag(np.linalg.inv(metric.at(*centre))))  # ellipsoid half-widths at the centre
+    cell = np.minimum(cell, np.maximum(hi - lo, 1e-300))  # a nearly free direction: one bin across the box
+    bins: dict[tuple[int, ...], list[int]] = {}
+    kept = np.zeros((0, dims))
+    count = 0
+    local: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    occupied: list[tuple[int, ...]] = []  # bin keys in order of first use, for scanning
+
+    def add(p):
+        nonlocal kept, count
+        if count == kept.shape[0]:
+            kept = np.concatenate([kept, np.zeros((max(64, count), dims))])
+        key = tuple(np.floor((p - lo) / cell).astype(int))
+        if key not in bins:
+            bins[key] = []
+            occupied.append(key)
+        bins[key].append(count)
+        kept[count] = p
+        count += 1
+
+    def neighbours(key: np.ndarray, reach: np.ndarray) -> list[int]:
+        """Indices of kept points in bins within ``reach`` of ``key``: by looking the bins up, or,
+        when there are fewer occupied bins than bins to look up, by scanning the occupied ones."""
+        if np.prod(2 * reach + 1) <= len(occupied):
+            return [i for offset in itertools.product(*(range(-r, r + 1) for r in reach))
+                    for i in bins.get(tuple(key + np.asarray(offset)), ())]
+        keys = np.array(occupied).reshape(-1, dims)
+        hit = np.flatnonzero((np.abs(keys - key) <= reach).all(axis=1))
+        return [i for h in hit for i in bins[occupied[h]]]
+
+    for p in (initial if initial is not None else np.zeros((0, dims))):
+        add(np.asarray(p, float))
     misses = 0
-    while misses < patience and len(kept) < max_templates:
-        batch = lo + (hi - lo) * rng.random((512, 2))
-        m1, m2 = masses(batch[:, 0], batch[:, 1], metric.f0)
-        for p in batch[region.contains(m1, m2)]:
-            key = tuple(np.floor((p - lo) / cell).astype(int))
-            coarse = (key[0] // 4, key[1] // 4)
+    while misses < patience and count < max_templates:
+        batch = lo + (hi - lo) * rng.random((512, dims))
+        for p in batch[space.contains(batch)]:
+            key = np.floor((p - lo) / cell).astype(int)
+            coarse = tuple(key // 4)
             if coarse not in local:
                 g = metric.at(*p)
                 local[coarse] = (g, np.ceil(np.sqrt(radius2 * np.diag(np.linalg.inv(g))) / cell).astype(int))
             g, reach = local[coarse]
-            close = False
-            for ix in range(key[0] - reach[0], key[0] + reach[0] + 1):
-                for iy in range(key[1] - reach[1], key[1] + reach[1] + 1):
-                    for idx in bins.get((ix, iy), ()):
-                        dq = p - kept[idx]
-                        if dq @ g @ dq < radius2:
-                            close = True
-                            break
-                    if close:
-                        break
-                if close:
-                    break
-            if close:
-                misses += 1
-                continue
+            near = neighbours(key, reach)
+            if near:
+                dq = p - kept[near]
+                if (np.einsum("ni,ij,nj->n", dq, g, dq) < radius2).any():
+                    misses += 1
+                    continue
             misses = 0
-            bins.setdefault(key, []).append(len(kept))
-            kept.append(p)
-            if len(kept) >= max_templates:
+            add(p)
+            if count >= max_templates:
                 break
-    return np.array(kept).reshape(-1, 2)
+    return kept[:count].copy()
 
 
-def grid_placement(region: Region, metric: Metric, minimal_match: float, *, seed: int = 0,
+def grid_placement(space: Space, metric: Metric, minimal_match: float, *, seed: int = 0,
                    patience: int = 2000) -> np.ndarray:
     """A2 lattice (covering radius ``sqrt(1 - MM)``) in coordinates whitened by the most demanding
     metric of the region (largest determinant over a 6x6 sample), clipped to the region, then a
     stochastic fill seeded with the lattice covers the edges the clipping left bare (and any gap a
-    varying metric opens)."""
-    lo, hi, centre = region.tau_box(metric.f0)
+    varying metric opens).  The lattice is two-dimensional: spins must be fixed."""
+    if space.dims != 2:
+        raise ValueError("grid placement covers the mass plane at fixed spins; use placement method "
+                         "'stochastic' for aligned-spin ranges")
+    lo, hi, centre = space.box()
     g = metric.at(*centre)
     for t0 in np.linspace(lo[0], hi[0], 6):
         for t3 in np.linspace(lo[1], hi[1], 6):
-            m1, m2 = masses(t0, t3, metric.f0)
-            if region.contains(m1, m2):
+            if space.contains(np.array([t0, t3])):
                 gl = metric.at(t0, t3)
                 if np.linalg.det(gl) > np.linalg.det(g):
                     g = gl
@@ -220,9 +287,8 @@ def grid_placement(region: Region, metric: Metric, minimal_match: float, *, seed
         xs = np.arange(umin[0] + (side / 2.0 if i % 2 else 0.0), umax[0] + side, side)
         pts.append(np.stack([xs, np.full(xs.size, y)], axis=1))
     tau = np.concatenate(pts) @ to_tau.T
-    m1, m2 = masses(tau[:, 0], tau[:, 1], metric.f0)
-    lattice = tau[region.contains(m1, m2)]
-    return stochastic_placement(region, metric, minimal_match, seed=seed, patience=patience, initial=lattice)
+    lattice = tau[space.contains(tau)]
+    return stochastic_placement(space, metric, minimal_match, seed=seed, patience=patience, initial=lattice)
 
 
 def fitting_factors(bank: list[Template], points: list[Template], match) -> np.ndarray:

@@ -1,13 +1,17 @@
-"""Per-detector SPIIR triggers: peaks over templates, clustering in time, autocorrelation chi-squared.
+"""Per-detector SPIIR triggers: per-template peaks clustered in time, with autocorrelation chi-squared.
 
-1. The bank is filtered in batches of templates; a running per-sample maximum of ``|z|`` over
-   templates (and which template) is kept: ``O(templates x samples)``, with no quadratic step (the
-   candidate-by-candidate comparison analysed in seed 001).
-2. Samples over the threshold are clustered in time: a sample survives if it is the loudest within
-   ``cluster_window`` of itself (sparse-table range maximum, ``O(n log n)``).
-3. Each trigger's template is filtered again around the peak for the chi-squared of
-   ALGORITHMS.md §3.5: ``xi^2 = sum_s |z(t+s) - z(t) R(s)|^2 / sum_s (2 - 2 |R(s)|^2)`` over ``s = -m..m``,
-   with ``R`` the SPIIR response's own normalised autocorrelation; its mean is 1 in Gaussian noise.
+As in PyCBC's ``pycbc_inspiral`` (window clustering per template) rather than the quadratic
+candidate-by-candidate step analysed in seed 001:
+
+1. The bank is filtered in batches of templates; each template's ``|z|`` series (zero where the data
+   are not valid) is cut into fixed windows of ``cluster_window`` samples, aligned to absolute sample
+   numbers so neighbouring chunks cut the same windows.  A window's maximum is a trigger when it
+   reaches the threshold and neither neighbouring window holds a louder peak within
+   ``cluster_window`` of it: ``O(templates x samples)``, all on the backend.
+2. Every trigger keeps its template, so coincidence can require the same template in every detector.
+3. Chi-squared of ALGORITHMS.md §3.5 from the same filtered batch:
+   ``xi^2 = sum_s |z(t+s) - z(t) R(s)|^2 / sum_s (2 - 2 |R(s)|^2)`` over ``s = -m..m``, with ``R`` the
+   SPIIR response's own normalised autocorrelation; its mean is 1 in Gaussian noise.
 
 Times: a peak at sample ``k`` of template ``t`` means the merger (the template's amplitude peak) was at
 ``k - merger_delay[t]``.
@@ -23,6 +27,8 @@ from gwbatch._xp import array_namespace, to_host
 from gwbatch.candidates.coincidence import cluster_in_time
 from gwbatch.spiir.bank import FilterBank
 from gwbatch.spiir.filtering import filter_bank
+
+_FIELDS = ("peak", "merger", "template", "snr", "phase", "chisq")
 
 
 @dataclass(frozen=True)
@@ -41,64 +47,92 @@ class SpiirTriggers:
         i, f = np.zeros(0, np.int64), np.zeros(0)
         return cls(i, i, i, f, f, f)
 
+    @classmethod
+    def concat(cls, parts: list["SpiirTriggers"]) -> "SpiirTriggers":
+        if not parts:
+            return cls.empty()
+        return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in _FIELDS))
+
     def select(self, keep) -> "SpiirTriggers":
-        return SpiirTriggers(*(getattr(self, k)[keep] for k in ("peak", "merger", "template", "snr", "phase", "chisq")))
+        return SpiirTriggers(*(getattr(self, k)[keep] for k in _FIELDS))
+
+    def loudest_over_templates(self, window: float) -> "SpiirTriggers":
+        """The triggers that are the loudest of any template within ``window`` samples (a
+        single-detector trigger list as an analyst reads it)."""
+        return self.select(cluster_in_time(self.peak.astype(np.float64), self.snr, window))
 
 
-def max_over_templates(x, bank: FilterBank, batch: int = 256):
-    """Per-sample ``max_t |z_t|`` and its template (backend arrays), filtering ``batch`` templates at a time."""
-    xp = array_namespace(x)
-    best = xp.zeros(x.size, dtype=xp.float32)
-    which = xp.full(x.size, -1, dtype=xp.int64)
-    for lo in range(0, bank.size, batch):
-        part = bank.subset(np.arange(lo, min(lo + batch, bank.size)))
-        z = filter_bank(x, part.a, part.b, part.d)
-        mag = xp.abs(z)
-        arg = xp.argmax(mag, axis=0)
-        top = xp.take_along_axis(mag, arg[None, :], axis=0)[0]
-        better = top > best
-        best = xp.where(better, top, best)
-        which = xp.where(better, arg + lo, which)
-    return best, which
+def window_peaks(mag, threshold: float, window: int, origin: int = 0):
+    """``(row, sample)`` of per-row ``|z|`` peaks: window maxima over ``threshold`` with no louder
+    neighbouring-window peak within ``window`` samples (ties go to the earlier peak).
+
+    ``mag`` is ``(rows, n)``; windows start at samples ``k`` with ``(k + origin) % window == 0``.
+    """
+    xp = array_namespace(mag)
+    rows, n = mag.shape
+    lead = origin % window  # zeros in front put window starts at absolute multiples of window
+    nwin = -(-(lead + n) // window)
+    padded = xp.zeros((rows, nwin * window), dtype=mag.dtype)
+    padded[:, lead:lead + n] = mag
+    blocks = padded.reshape(rows, nwin, window)
+    arg = xp.argmax(blocks, axis=2)
+    val = xp.take_along_axis(blocks, arg[:, :, None], axis=2)[:, :, 0]
+    pos = arg + xp.arange(nwin)[None, :] * window - lead
+    zero_v = xp.zeros((rows, 1), dtype=val.dtype)
+    far = xp.full((rows, 1), -10 * window, dtype=pos.dtype)
+    left_v = xp.concatenate([zero_v, val[:, :-1]], axis=1)
+    left_p = xp.concatenate([far, pos[:, :-1]], axis=1)
+    right_v = xp.concatenate([val[:, 1:], zero_v], axis=1)
+    right_p = xp.concatenate([pos[:, 1:], -far + n], axis=1)
+    keep = (val >= threshold)
+    keep &= ~((left_v >= val) & (pos - left_p <= window))
+    keep &= ~((right_v > val) & (right_p - pos <= window))
+    row, w = xp.nonzero(keep)
+    return row, pos[row, w]
 
 
-def chisq(z: np.ndarray, peak: int, autocorr: np.ndarray) -> float:
-    """Autocorrelation chi-squared of ``z`` around ``peak`` (ALGORITHMS.md §3.5)."""
-    m = (autocorr.size - 1) // 2
-    lo, hi = peak - m, peak + m + 1
-    if lo < 0 or hi > z.size:
-        return float("nan")
-    diff = z[lo:hi] - z[peak] * autocorr
-    return float(np.sum(np.abs(diff) ** 2) / np.sum(2.0 - 2.0 * np.abs(autocorr) ** 2))
+def chisq_at(z, row, peak, autocorr):
+    """Autocorrelation chi-squared (ALGORITHMS.md §3.5) of rows ``row`` of ``z`` at samples ``peak``;
+    ``autocorr`` is ``(len(row), 2m+1)``.  Peaks within ``m`` of an edge get NaN."""
+    xp = array_namespace(z)
+    m = (autocorr.shape[1] - 1) // 2
+    lags = xp.arange(-m, m + 1)
+    inside = (peak >= m) & (peak < z.shape[1] - m)
+    idx = xp.clip(peak[:, None] + lags[None, :], 0, z.shape[1] - 1)
+    seg = z[row[:, None], idx]
+    centre = z[row, peak]
+    num = xp.sum(xp.abs(seg - centre[:, None] * autocorr) ** 2, axis=1)
+    den = xp.sum(2.0 - 2.0 * xp.abs(autocorr) ** 2, axis=1)
+    return xp.where(inside, num / den, xp.nan), centre
 
 
 def find_triggers(x, valid, bank: FilterBank, *, threshold: float, cluster_window: int, batch: int = 256,
-                  own: tuple[int, int] | None = None) -> SpiirTriggers:
-    """Clustered triggers of whitened series ``x`` (float32, backend array) whose peak is valid.
+                  own: tuple[int, int] | None = None, origin: int = 0) -> SpiirTriggers:
+    """Per-template clustered triggers of whitened series ``x`` (float32, backend array).
 
-    ``own``: keep only triggers whose peak lies in ``[own[0], own[1])`` (a chunk's own samples);
-    clustering looks at the whole series so the choice matches the neighbouring chunk's.
+    ``valid`` masks samples whose ``|z|`` may peak; ``own``: keep only peaks in ``[own[0], own[1])``
+    (a chunk's own samples); ``origin``: the absolute sample number of ``x[0]``, which fixes the
+    clustering windows.
     """
     xp = array_namespace(x, valid)
-    best, which = max_over_templates(x, bank, batch)
-    over = xp.flatnonzero((best >= threshold) & valid)
-    if over.size == 0:
-        return SpiirTriggers.empty()
-    k = to_host(over).astype(np.int64)
-    snr = to_host(best[over]).astype(np.float64)
-    tmpl = to_host(which[over]).astype(np.int64)
-    keep = cluster_in_time(k.astype(np.float64), snr, float(cluster_window))
-    k, snr, tmpl = k[keep], snr[keep], tmpl[keep]
-    if own is not None:
-        mine = (k >= own[0]) & (k < own[1])
-        k, snr, tmpl = k[mine], snr[mine], tmpl[mine]
-    phase = np.zeros(k.size)
-    xi2 = np.zeros(k.size)
-    for t in np.unique(tmpl):
-        rows = np.flatnonzero(tmpl == t)
-        one = bank.subset(np.array([t]))
-        z = to_host(filter_bank(x, one.a, one.b, one.d)[0])
-        for r in rows:
-            phase[r] = np.angle(z[k[r]])
-            xi2[r] = chisq(z, int(k[r]), bank.autocorr[t])
-    return SpiirTriggers(k, k - bank.merger_delay[tmpl], tmpl, snr, phase, xi2)
+    mask = valid.astype(xp.float32)
+    autocorr = xp.asarray(bank.autocorr.astype(np.complex64))
+    parts = []
+    for lo in range(0, bank.size, batch):
+        part = bank.subset(np.arange(lo, min(lo + batch, bank.size)))
+        z = filter_bank(x, part.a, part.b, part.d)
+        mag = xp.abs(z) * mask[None, :]
+        row, peak = window_peaks(mag, threshold, cluster_window, origin)
+        if own is not None:
+            mine = (peak >= own[0]) & (peak < own[1])
+            row, peak = row[mine], peak[mine]
+        if row.size == 0:
+            continue
+        xi2, centre = chisq_at(z, row, peak, autocorr[row + lo])
+        tmpl = to_host(row).astype(np.int64) + lo
+        k = to_host(peak).astype(np.int64)
+        parts.append(SpiirTriggers(k, k - bank.merger_delay[tmpl], tmpl,
+                                   to_host(xp.abs(centre)).astype(np.float64),
+                                   to_host(xp.angle(centre)).astype(np.float64),
+                                   to_host(xi2).astype(np.float64)))
+    return SpiirTriggers.concat(parts)

@@ -1,0 +1,115 @@
+"""The front end every search shares: one chunk of strain read, masked and conditioned per detector.
+
+Non-finite samples and DQ-failing seconds are masked; a non-finite value never reaches a kernel (it
+is counted, masked and replaced by zero for the FFT).  After the search has found its triggers,
+:func:`bookkeeping` gives the chunk's analysed segments (valid samples of its own part), its gates
+and the per-detector statistics that go into the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from gwbatch._xp import get_xp, resolve_backend, to_host
+from gwbatch.conditioning import Conditioned, condition
+from gwbatch.conditioning.mask import mask_to_segments
+from gwbatch.config import Campaign
+from gwbatch.io.store import dq_sample_mask, open_store, read_dq, read_meta, read_strain
+from gwbatch.searches import ChunkSpec
+
+
+@dataclass
+class ChunkSeries:
+    """One detector's conditioned data for a chunk (arrays on the chunk's backend)."""
+
+    ifo: str
+    cond: Conditioned
+    finite: np.ndarray  # host bool, read span
+    science: np.ndarray  # host bool, read span
+    own: tuple[int, int]  # the chunk's own samples, relative to the read start
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def conditioned_series(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: ChunkSpec) -> Iterator[ChunkSeries]:
+    """Read the chunk with its halo and condition each detector in turn (on ``backend``)."""
+    xp = get_xp(resolve_backend(backend))
+    meta = read_meta(campaign.data.store)
+    fs = meta.sample_rate
+    ds = open_store(campaign.data.store)
+    raw = read_strain(ds, ifos, spec.read_start, spec.read_stop)
+    dq = read_dq(ds, ifos)
+    required = meta.dq_mask(campaign.data.dq_flags)
+    own = (spec.start - spec.read_start, spec.stop - spec.read_start)
+    for i, ifo in enumerate(ifos):
+        x = raw[i]
+        finite = np.isfinite(x)
+        science = dq_sample_mask(dq[i], required, spec.read_start, spec.read_stop, fs)
+        valid = finite & science
+        host = np.where(finite, x, 0.0).astype(np.float64)
+        cond = condition(xp.asarray(host), xp.asarray(valid), campaign.conditioning, fs)
+        yield ChunkSeries(ifo, cond, finite, science, own)
+
+
+def bookkeeping(series: ChunkSeries, spec: ChunkSpec, n_triggers: int, extra: dict | None = None):
+    """``(segments, gates, stats)`` of one detector's chunk after its search."""
+    lo, hi = series.own
+    cond = series.cond
+    proper_valid = to_host(cond.valid[lo:hi])
+    segments = mask_to_segments(proper_valid, offset=spec.start)
+    inside = (cond.gate_peaks >= lo) & (cond.gate_peaks < hi)
+    gates = pd.DataFrame({"ifo": series.ifo, "sample": cond.gate_peaks[inside] + spec.read_start,
+                          "peak": cond.gate_values[inside]}) if inside.any() else None
+    stats = {
+        "psd_segments": cond.psd_segments,
+        "nonfinite_in_science": int(np.count_nonzero(~series.finite[lo:hi] & series.science[lo:hi])),
+        "science_samples": int(np.count_nonzero(series.science[lo:hi])),
+        "analysed_samples": int(proper_valid.sum()),
+        "triggers": int(n_triggers),
+        "note": cond.note,
+        **(extra or {}),
+    }
+    return segments, gates, stats
+
+
+def empty_gates() -> pd.DataFrame:
+    return pd.DataFrame({"ifo": pd.Series(dtype=str), "sample": pd.Series(dtype=np.int64),
+                         "peak": pd.Series(dtype=np.float64)})
+
+
+def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: ChunkSpec, columns: dict,
+              search_one: Callable[[ChunkSeries], tuple[pd.DataFrame, dict]]):
+    """A chunk's :class:`~gwbatch.searches.ChunkResult`: each detector's conditioned series through
+    ``search_one``, which returns its triggers (``columns`` and their dtypes) and extra statistics
+    for the manifest."""
+    from gwbatch._xp import device_name
+    from gwbatch.searches import ChunkResult
+
+    started = time.perf_counter()
+    backend = resolve_backend(backend)
+    frames, segments, gates, stats = [], {}, [], {}
+    for series in conditioned_series(campaign, ifos, backend, spec):
+        frame, extra = search_one(series)
+        frames.append(frame.assign(chunk=spec.index))
+        segments[series.ifo], gate, stats[series.ifo] = bookkeeping(series, spec, len(frame), extra)
+        if gate is not None:
+            gates.append(gate)
+    return ChunkResult(
+        index=spec.index,
+        triggers=pd.concat(frames, ignore_index=True).astype(columns),
+        segments=segments,
+        gates=pd.concat(gates, ignore_index=True) if gates else empty_gates(),
+        series_stats=stats,
+        device=device_name(backend),
+        worker=worker_name(),
+        seconds=time.perf_counter() - started,
+    )
