@@ -4,6 +4,7 @@
     gwbatch ingest gwosc H-H1_LOSC_4_V2-1126259446-32.hdf5 L-L1_LOSC_4_V2-1126259446-32.hdf5 --out data/gw150914.zarr
     gwbatch ingest sigproc pulsar.tim --out data/pulsar.zarr
     gwbatch info data/sim.zarr
+    gwbatch bank place configs/banks/bns.yaml --psd aLIGO --out banks/bns-templates.h5
     gwbatch bank build configs/banks/bbh.yaml --psd aLIGO --out banks/bbh.h5
     gwbatch bank summary banks/bbh.h5
     gwbatch run configs/demo.yaml [--out DIR] [--set key=value ...] [--resume | --overwrite] [--dry-run]
@@ -123,11 +124,19 @@ def cmd_bank(args) -> int:
     from workflow.cluster import start_cluster
 
     if len(args.paths) != 1 or args.out is None:
-        raise ConfigError("bank build takes one bank YAML file and --out BANK.h5")
+        raise ConfigError(f"bank {args.action} takes one bank YAML file and --out FILE.h5")
     cfg = load_bank_config(args.paths[0], args.set or ())
     if args.out.exists() and not args.overwrite:
         raise OutputError(f"{args.out} exists; pass --overwrite to replace it")
     psd = _bank_psd(args, cfg.sample_rate)
+    if args.action == "place":
+        from gwbatch.io.banks import read_bank_file, write_bank_file
+        from gwbatch.spiir.bank import place
+
+        templates = place(cfg, psd, read_bank_file(cfg.file) if cfg.file else None)
+        write_bank_file(templates, args.out)
+        print(f"wrote {len(templates)} templates of bank {cfg.name} to {args.out}")
+        return 0
     with start_cluster(ClusterConfig(kind=args.cluster, dashboard_address=":0"), "numpy", 64) as cluster:
         bank, _ = build_bank(cfg, psd, cluster=cluster, progress=not args.no_progress)
     save_bank(bank, args.out)
@@ -196,10 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ing.set_defaults(func=cmd_ingest)
 
-    bank = sub.add_parser("bank", help="build a SPIIR template bank, or summarise built banks")
-    bank.add_argument("action", choices=("build", "summary"))
-    bank.add_argument("paths", nargs="+", type=Path, help="build: the bank YAML file; summary: built bank files")
-    bank.add_argument("--out", type=Path, help="build: where to write the bank (HDF5)")
+    bank = sub.add_parser("bank", help="place or build a SPIIR template bank, or summarise built banks")
+    bank.add_argument("action", choices=("place", "build", "summary"),
+                      help="place: write the template points as a bank file; build: the SPIIR filters too")
+    bank.add_argument("paths", nargs="+", type=Path, help="place/build: the bank YAML file; summary: built bank files")
+    bank.add_argument("--out", type=Path, help="place/build: where to write (HDF5)")
     bank.add_argument("--psd", default="aLIGO", help="design curve for the PSD: aLIGO, AdVirgo, KAGRA (default aLIGO)")
     bank.add_argument("--store", type=Path, help="estimate the PSD from this store's data instead")
     bank.add_argument("--ifo", help="with --store: the detector")

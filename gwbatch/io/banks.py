@@ -47,6 +47,17 @@ def read_bank_file(path: str | os.PathLike) -> list[Template]:
     return [Template(float(a), float(b), float(c), float(d)) for a, b, c, d in zip(hi, lo, s1, s2)]
 
 
+def write_bank_file(templates: list[Template], path: str | os.PathLike) -> Path:
+    """Write template parameters as a bank file (columns mass1, mass2, spin1z, spin2z), atomically."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    with h5py.File(tmp, "w") as fh:
+        for column in ("mass1", "mass2", "spin1z", "spin2z"):
+            fh[column] = np.array([getattr(t, column) for t in templates], dtype=np.float64)
+    os.replace(tmp, path)
+    return path
+
+
 def save_bank(bank: FilterBank, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

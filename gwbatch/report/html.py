@@ -265,6 +265,8 @@ def _search_rows(manifest: dict) -> list[tuple[str, str]]:
     rows = [("search", _text(search.get("kind")))]
     rows += [(f"search.{k}", _text(v)) for k, v in search.items() if k != "kind" and not isinstance(v, dict)]
     rows += [(f"coincidence.{k}", _text(v)) for k, v in coinc.items() if not isinstance(v, dict)]
+    banks = (manifest.get("resources") or {}).get("banks") or {}
+    rows += [(f"bank for {ifo}", _text(b.get("file"))) for ifo, b in banks.items()]
     return rows
 
 
@@ -351,8 +353,9 @@ def _candidates_section(candidates: pd.DataFrame, ifos: list[str]) -> str:
         return _section("Candidates", _note("No zero-lag candidates were found in this campaign."), "candidates")
     cols = [("gps_time", "GPS time", fmt_gps), ("ifos", "detectors", _text), ("snr", "SNR", fmt_snr),
             ("rho", "rho", fmt_snr), ("far", "FAR (Hz)", fmt_far), ("ifar_years", "IFAR (yr)", fmt_ifar),
-            ("far_exclusive", "FAR excl. (Hz)", fmt_far)]
+            ("far_exclusive", "FAR excl. (Hz)", fmt_far), ("template", "template", _fmt_int)]
     cols += [(f"snr_{ifo}", f"SNR {ifo}", fmt_snr) for ifo in ifos]
+    cols += [(f"chisq_{ifo}", f"\u03c7\u00b2 {ifo}", fmt_snr) for ifo in ifos]
     cols = [c for c in cols if c[0] in candidates.columns]
     top = candidates.head(MAX_CANDIDATES)
     rows = [[str(i + 1)] + [fmt(row[key]) for key, _, fmt in cols] for i, (_, row) in enumerate(top.iterrows())]
