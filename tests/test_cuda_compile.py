@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from gwbatch.coherent import _cuda as coherent_cuda
 from gwbatch.pulse import _cuda as pulse_cuda
 from gwbatch.spiir import _cuda as spiir_cuda
 
@@ -26,6 +27,13 @@ SOURCES = {
         [f"template __global__ void {spiir_cuda.pass_name(f)}(const float4*, const long long, const long long, "
          "const long long, const long long, const float2*, const float2*, const int*, const float2*, float2*, "
          "float2*, const int, const int);" for f in spiir_cuda.CLASSES],
+    ),
+    "coherent.coherent_max": (
+        coherent_cuda.SOURCE,
+        [f"template __global__ void {coherent_cuda.kernel_name(d)}(const float2*, const long long, const int, "
+         "const int*, const long long*, const long long*, const int*, const long long*, const long long*, "
+         "const float4*, const int*, const int*, const int, const int, const long long, const long long, "
+         "const long long, float*, int*);" for d in coherent_cuda.INSTANTIATIONS],
     ),
 }
 

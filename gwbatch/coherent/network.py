@@ -1,0 +1,104 @@
+"""Network geometry per sky direction: arrival delays and the coherent projection.
+
+For detectors ``j = 1..D`` with sensitivities ``sigma_j`` (SNR of an optimally oriented source at
+unit distance, so ``sigma_j / 8`` is the horizon) and antenna patterns at polarisation angle 0, the
+network response to the two polarisations in direction ``p`` is the ``D x 2`` matrix
+``A_p = [sigma_j F+_j(p), sigma_j Fx_j(p)]`` (ALGORITHMS.md §3.3; Chu 2017 §4).  Its SVD
+``A_p = U S V^T`` gives an orthonormal basis ``U`` whose first two columns span the signal space:
+for a detector SNR vector ``Z``, ``w = U^T Z`` splits ``|Z|^2`` into the coherent part
+``|w_0|^2 + |w_1|^2`` and the null part ``sum_{k>=2} |w_k|^2``.  The sky table stores that projection
+without the SVD (:mod:`gwbatch.coherent.statistic` has the formulas).  The choice ``psi = 0`` loses
+nothing: a polarisation rotation mixes the columns of ``A`` and leaves their span unchanged.
+
+As in gstlal-spiir, ``sigma`` is one value per detector (its horizon for the bank), not per
+template: only the ratios between detectors enter ``U``, and they change little across a bank.
+
+Geometry is evaluated at one GPS time per chunk (its midpoint); the Earth turns 0.25 degrees per
+minute, so chunks up to 30 minutes are within gstlal's refresh interval of 1800 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gwbatch.coherent.sky import SkyGrid
+from gwbatch.detectors import antenna_pattern, time_delay_from_earth_center
+
+
+@dataclass(frozen=True, eq=False)
+class SkyTable:
+    """Per-direction kernel inputs for one network, sky grid, GPS time, sample rate and ``sigma``.
+
+    ``offsets[pivot, p, j]``: detector ``j``'s arrival after the pivot's, whole samples (int32
+    ``(D, P, D)``).  ``projection`` (float32 ``(P, G)``): nothing for two detectors; the unit null
+    vector ``n = a x b / |a x b|`` for three (``a``, ``b`` the columns of ``A_p``); for four or more
+    ``a``, ``b`` and the entries ``q00, q01, q11`` of ``(A^T A)^-1``.
+    """
+
+    offsets: np.ndarray
+    projection: np.ndarray
+    fplus: np.ndarray  # (P, D) float32
+    fcross: np.ndarray  # (P, D) float32
+    sigma: np.ndarray  # (D,)
+    device: dict = field(default_factory=dict, repr=False)  # backend copies, made once
+
+    @property
+    def n_dir(self) -> int:
+        return int(self.fplus.shape[0])
+
+    @property
+    def n_det(self) -> int:
+        return int(self.fplus.shape[1])
+
+
+def projection(fplus: np.ndarray, fcross: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """The ``projection`` column block of :class:`SkyTable` (computed in float64)."""
+    a = np.asarray(fplus, np.float64) * sigma
+    b = np.asarray(fcross, np.float64) * sigma
+    n_det = a.shape[1]
+    if n_det <= 2:
+        return np.zeros((a.shape[0], 0), np.float32)
+    if n_det == 3:
+        n = np.cross(a, b)
+        norm = np.linalg.norm(n, axis=1, keepdims=True)
+        return np.where(norm > 0, n / np.where(norm > 0, norm, 1.0), 0.0).astype(np.float32)
+    m00, m01, m11 = np.sum(a * a, 1), np.sum(a * b, 1), np.sum(b * b, 1)
+    det = m00 * m11 - m01 * m01
+    inv = np.where(det > 0, 1.0 / np.where(det > 0, det, 1.0), 0.0)
+    return np.column_stack([a, b, m11 * inv, -m01 * inv, m00 * inv]).astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class NetworkGeometry:
+    ifos: tuple[str, ...]
+    gps: float
+    delays: np.ndarray  # (P, D) float64 seconds, arrival minus geocentre
+    fplus: np.ndarray  # (P, D)
+    fcross: np.ndarray  # (P, D)
+
+    def delay_samples(self, sample_rate: float) -> np.ndarray:
+        """Delays in (fractional) samples, float32 ``(P, D)``: what the kernels read."""
+        return np.ascontiguousarray(self.delays * sample_rate, dtype=np.float32)
+
+    def sky_table(self, sample_rate: float, sigma) -> SkyTable:
+        """What the kernels read per direction, for SNR series at ``sample_rate`` and detector
+        sensitivities ``sigma`` (one per detector)."""
+        sigma = np.asarray(sigma, dtype=np.float64)
+        if sigma.shape != (len(self.ifos),) or not np.all(sigma > 0):
+            raise ValueError(f"sigma needs one positive value per detector {self.ifos}, got {sigma}")
+        d = np.asarray(self.delays * sample_rate, dtype=np.float32)
+        # floor(d_j - d_pivot + 1/2) in float32, the same rounding on every backend
+        offsets = np.stack([np.floor(d - d[:, [piv]] + np.float32(0.5)) for piv in range(d.shape[1])])
+        return SkyTable(offsets.astype(np.int32), projection(self.fplus, self.fcross, sigma),
+                        np.asarray(self.fplus, np.float32), np.asarray(self.fcross, np.float32), sigma)
+
+
+def network_geometry(ifos: tuple[str, ...], grid: SkyGrid, gps: float) -> NetworkGeometry:
+    """Delays and antenna patterns of ``ifos`` over ``grid`` at ``gps``."""
+    ra, dec = grid.ra[:, None], grid.dec[:, None]
+    delays = np.stack([time_delay_from_earth_center(ifo, grid.ra, grid.dec, gps) for ifo in ifos], axis=-1)
+    fp, fc = zip(*(antenna_pattern(ifo, ra[:, 0], dec[:, 0], 0.0, gps) for ifo in ifos))
+    return NetworkGeometry(tuple(ifos), float(gps), np.asarray(delays, dtype=np.float64),
+                           np.stack(fp, axis=-1), np.stack(fc, axis=-1))

@@ -1,0 +1,204 @@
+"""Coherent and null SNR over the sky for candidates and their time-shifted trials.
+
+Inputs (every backend; ALGORITHMS.md §3.4-3.6, seed 000 eqs. 4-5):
+
+- ``snr``: complex SNR series, ``(D, S, N)`` complex64: detector, slot (a candidate's template),
+  sample;
+- candidates ``c``: ``slot[c]``, the pivot detector ``pivot[c]`` and its peak sample ``sample[c]``;
+- a :class:`~gwbatch.coherent.network.SkyTable`: arrival offsets in samples per pivot,
+  ``offsets[pivot, p, j]``, and the projection onto the signal space per direction;
+- trials ``k = 0..K`` (0 is zero lag): detector ``j`` is read ``k * step * (j - pivot)`` samples later
+  (gstlal's shifts), wrapped circularly into the valid window ``[lo, lo + span)``.
+
+For trial ``k`` and direction ``p`` detector ``j`` is read at
+``i_j = wrap(sample + offsets[pivot, p, j] + k step (j - pivot))``, giving ``Z``.  The coherent SNR²
+is the energy of ``Z`` in the span of ``A_p = [sigma F+, sigma Fx]``, the null SNR² the rest
+(seed 000 eqs. 4-5 with ``U`` from the SVD of ``A_p``).  Without the SVD:
+
+- ``D <= 2``: ``A_p`` spans everything: ``rho_c^2 = |Z|^2``, no null stream;
+- ``D = 3``: the null direction is the unit vector ``n`` along ``a x b`` (``a``, ``b`` the columns of
+  ``A_p``): ``rho_null^2 = |n . Z|^2``, ``rho_c^2 = |Z|^2 - rho_null^2``;
+- ``D >= 4``: ``rho_c^2 = beta^H Q beta`` with ``beta = A^T Z`` and ``Q = (A^T A)^-1``, and
+  ``rho_null^2 = |Z|^2 - rho_c^2``.
+
+The result per (candidate, trial) is the maximum of ``rho_c^2`` over directions (the first
+direction on ties), its direction, and the null SNR² there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from gwbatch._xp import array_namespace
+from gwbatch.coherent.network import SkyTable
+
+
+@dataclass(frozen=True)
+class SkyMaximum:
+    """Per (candidate, trial), shape ``(C, K+1)``: ``rho_c2``, ``null2`` and ``pixel`` (int32)."""
+
+    rho_c2: np.ndarray
+    null2: np.ndarray
+    pixel: np.ndarray
+
+
+@numba.njit(cache=True, inline="always")
+def _wrap(i, lo, span):
+    r = (i - lo) % span
+    if r < 0:
+        r += span
+    return lo + r
+
+
+@numba.njit(cache=True, inline="always")
+def _energies(zr, zi, proj, p):
+    """(rho_c^2, rho_null^2) of Z = zr + i zi in direction p (float64)."""
+    n_det = zr.size
+    total = 0.0
+    for j in range(n_det):
+        total += zr[j] * zr[j] + zi[j] * zi[j]
+    if n_det <= 2:
+        return total, 0.0
+    if n_det == 3:
+        nr = 0.0
+        ni = 0.0
+        for j in range(3):
+            nr += float(proj[p, j]) * zr[j]
+            ni += float(proj[p, j]) * zi[j]
+        null = nr * nr + ni * ni
+        return total - null, null
+    ar = 0.0
+    ai = 0.0
+    br = 0.0
+    bi = 0.0
+    for j in range(n_det):
+        a = float(proj[p, j])
+        b = float(proj[p, n_det + j])
+        ar += a * zr[j]
+        ai += a * zi[j]
+        br += b * zr[j]
+        bi += b * zi[j]
+    q00 = float(proj[p, 2 * n_det])
+    q01 = float(proj[p, 2 * n_det + 1])
+    q11 = float(proj[p, 2 * n_det + 2])
+    coh = q00 * (ar * ar + ai * ai) + 2.0 * q01 * (ar * br + ai * bi) + q11 * (br * br + bi * bi)
+    return coh, total - coh
+
+
+@numba.njit(parallel=True, cache=True)
+def _max_over_sky(snr, slot, sample, pivot, offsets, proj, n_trials, step, lo, span, rho_c2, pixel):
+    n_det = snr.shape[0]
+    n_dir = offsets.shape[1]
+    for task in numba.prange(slot.size * (n_trials + 1)):
+        c = task // (n_trials + 1)
+        k = task % (n_trials + 1)
+        s, piv, t = slot[c], pivot[c], sample[c]
+        zr = np.empty(n_det)
+        zi = np.empty(n_det)
+        best, best_p = -1.0, 0
+        for p in range(n_dir):
+            for j in range(n_det):
+                z = snr[j, s, _wrap(t + offsets[piv, p, j] + k * step * (j - piv), lo, span)]
+                zr[j] = z.real
+                zi[j] = z.imag
+            coh, _ = _energies(zr, zi, proj, p)
+            if coh > best:
+                best, best_p = coh, p
+        rho_c2[c, k] = best
+        pixel[c, k] = best_p
+
+
+def _table_on(xp, table: SkyTable) -> tuple:
+    """``table``'s offsets, projection and patterns on the array module ``xp`` (copied once)."""
+    arrays = (table.offsets, table.projection, table.fplus, table.fcross)
+    if xp is np:
+        return arrays
+    if xp.__name__ not in table.device:
+        table.device[xp.__name__] = tuple(xp.asarray(a) for a in arrays)
+    return table.device[xp.__name__]
+
+
+def _inputs(xp, snr, slot, sample, pivot):
+    return (xp.ascontiguousarray(xp.asarray(snr), dtype=xp.complex64),
+            xp.ascontiguousarray(xp.asarray(slot), dtype=xp.int64),
+            xp.ascontiguousarray(xp.asarray(sample), dtype=xp.int64),
+            xp.ascontiguousarray(xp.asarray(pivot), dtype=xp.int64))
+
+
+def _check(snr, slot, sample, pivot, table: SkyTable) -> None:
+    if table.n_det != snr.shape[0]:
+        raise ValueError(f"SNR series of {snr.shape[0]} detectors with a sky table for {table.n_det}")
+    if not (slot.shape == sample.shape == pivot.shape):
+        raise ValueError("slot, sample and pivot need one entry per candidate")
+
+
+def max_over_sky(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, step: int = 0,
+                 window: tuple[int, int] | None = None) -> SkyMaximum:
+    """Maximum coherent SNR² over the sky per (candidate, trial): CUDA for CuPy ``snr``, else numba.
+
+    ``window = (lo, span)`` is the valid range that shifted reads wrap into (default: all of ``snr``).
+    """
+    xp = array_namespace(snr)
+    args = _inputs(xp, snr, slot, sample, pivot)
+    _check(*args, table)
+    lo, span = window if window is not None else (0, args[0].shape[2])
+    n_trials, step, lo, span = int(n_trials), int(step), int(lo), int(span)
+    if xp is np:
+        shape = (args[1].size, n_trials + 1)
+        rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
+        offsets, proj = _table_on(np, table)[:2]
+        _max_over_sky(*args, offsets, proj, n_trials, step, lo, span, rho_c2, pixel)
+    else:
+        from gwbatch.coherent._cuda import max_over_sky_cuda
+
+        rho_c2, pixel = max_over_sky_cuda(*args, table, n_trials, step, lo, span)
+    trial = xp.broadcast_to(xp.arange(n_trials + 1)[None, :], pixel.shape)
+    ref = at_directions(*args, table, pixel, trial, step, (lo, span))
+    return SkyMaximum(rho_c2, ref.null2, pixel)
+
+
+@dataclass(frozen=True)
+class DirectionStatistics:
+    """Coherent and null SNR² at given directions and trials, with the per-detector samples read
+    and the SNRs found there (``index`` and ``z`` carry a trailing detector axis)."""
+
+    rho_c2: np.ndarray
+    null2: np.ndarray
+    index: np.ndarray
+    z: np.ndarray
+
+
+def at_directions(snr, slot, sample, pivot, table: SkyTable, pixel, trial, step: int = 0,
+                  window: tuple[int, int] | None = None) -> DirectionStatistics:
+    """The statistic, vectorised, at ``pixel`` and ``trial`` (arrays of shape ``(C, ...)``), in
+    float64 on the array module of ``snr``: the null SNR at each maximum, per-detector SNR and
+    time, and full-sky maps (``pixel = arange(P)``)."""
+    xp = array_namespace(snr)
+    snr, slot, sample, pivot = _inputs(xp, snr, slot, sample, pivot)
+    offsets, proj = _table_on(xp, table)[:2]
+    lo, span = window if window is not None else (0, snr.shape[2])
+    pixel, trial = xp.broadcast_arrays(xp.asarray(pixel, dtype=xp.int64), xp.asarray(trial, dtype=xp.int64))
+    n_det = snr.shape[0]
+    extra = (slice(None),) + (None,) * (pixel.ndim - 1)
+    piv, s, t = pivot[extra], slot[extra], sample[extra]
+    j = xp.arange(n_det)
+    index = (t[..., None] + offsets[piv[..., None], pixel[..., None], j]
+             + trial[..., None] * step * (j - piv[..., None]))
+    index = lo + xp.mod(index - lo, span)
+    z = snr[j, s[..., None], index].astype(xp.complex128)
+    total = xp.sum(xp.abs(z) ** 2, axis=-1)
+    q = proj[pixel].astype(xp.float64)
+    if n_det <= 2:
+        coh, null = total, xp.zeros_like(total)
+    elif n_det == 3:
+        null = xp.abs(xp.sum(q * z, axis=-1)) ** 2
+        coh = total - null
+    else:
+        ba, bb = xp.sum(q[..., :n_det] * z, -1), xp.sum(q[..., n_det:2 * n_det] * z, -1)
+        coh = (q[..., 2 * n_det] * xp.abs(ba) ** 2 + 2 * q[..., 2 * n_det + 1] * xp.real(ba * xp.conj(bb))
+               + q[..., 2 * n_det + 2] * xp.abs(bb) ** 2)
+        null = total - coh
+    return DirectionStatistics(coh, null, index, z)
