@@ -158,3 +158,51 @@ def test_cuda_direction_records_decode(ifos):
             assert off.max() < width
         assert dev["row_base"][piv, piv + 1] == dev["row_base"][piv, piv]  # the pivot has no window
     np.testing.assert_array_equal(rec[1 % n_det, :, words:words + table.projection.shape[1]], table.projection)
+
+
+def test_posterior_and_areas():
+    from gwbatch.coherent.skymap import credible_area, credible_level, posterior, searched_area
+
+    grid = sky_grid(4)
+    ra0, dec0 = 2.0, 0.3
+    dist = angular_distance(grid.ra, grid.dec, ra0, dec0)
+    # rho_c^2 / 2 = -(dist / width)^2 / 2 gives a Gaussian blob of angular width 5 degrees
+    width = np.radians(5.0)
+    prob = posterior(-(dist / width) ** 2)
+    assert prob.sum() == pytest.approx(1.0, abs=1e-12)
+    # a 2-D Gaussian of width s holds 90% within 2.146 s: area pi (2.146 s)^2
+    expected = np.pi * (2.146 * 5.0) ** 2
+    assert credible_area(prob, 0.9) == pytest.approx(expected, rel=0.08)
+    assert credible_area(np.full(grid.size, 1.0 / grid.size), 0.9) == pytest.approx(0.9 * 41252.96, rel=1e-3)
+    peak = int(np.argmax(prob))
+    assert searched_area(prob, peak) == pytest.approx(grid.pixel_area_deg2)
+    assert credible_level(prob, peak) == pytest.approx(prob[peak])
+    far = int(np.argmax(dist))
+    assert credible_level(prob, far) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="credible level"):
+        credible_area(prob, 1.5)
+
+
+def test_skymap_fits_roundtrip(tmp_path):
+    from astropy.io import fits
+    from astropy_healpix import HEALPix
+
+    from gwbatch.coherent.skymap import posterior
+    from gwbatch.io.skymaps import read_skymap, write_skymap
+
+    grid = sky_grid(3)
+    prob = posterior(np.random.default_rng(0).normal(size=grid.size) * 4)
+    path = write_skymap(tmp_path / "maps" / "cand.fits", prob, gps_time=1126259462.42, object_name="cand-1")
+    back, header = read_skymap(path)
+    np.testing.assert_array_equal(back, prob)
+    assert header["NSIDE"] == 8 and header["ORDERING"] == "NESTED" and header["COORDSYS"] == "C"
+    assert header["DATE-OBS"].startswith("2015-09-14T09:50:45")
+    assert not list(tmp_path.glob("maps/.*"))  # no temporary left behind
+    # an independent reader: astropy-healpix maps the most probable pixel to the same direction
+    with fits.open(path) as hdul:
+        data = hdul[1].data["PROB"]
+    hp = HEALPix(nside=8, order="nested")
+    lon, lat = hp.healpix_to_lonlat([int(np.argmax(data))])
+    assert lon[0].rad == pytest.approx(grid.ra[np.argmax(prob)]) and lat[0].rad == pytest.approx(grid.dec[np.argmax(prob)])
+    with pytest.raises(ValueError, match="12 \\* nside"):
+        write_skymap(tmp_path / "bad.fits", np.ones(100))

@@ -106,3 +106,55 @@ def test_simulate_refuses_bad_arguments(tmp_path):
                        injections=InjectionSpec(count=50))
     with pytest.raises(ConfigError, match="unknown injection waveform"):
         InjectionSpec(count=1, waveforms=("chirp",))
+
+
+def test_cbc_injections_projected_at_the_requested_network_snr(tmp_path):
+    """Binaries are added to the noise exactly (store minus the noise-only store), each detector's
+    optimal SNR of what was added is the listed one, the network SNR is the drawn one, and each
+    chirp ends at its listed arrival time."""
+    from gwbatch.detectors import antenna_pattern, time_delay_from_earth_center
+    from gwbatch.simulate.cbc import CbcSpec, cbc_strain
+
+    ifos, fs = ("H1", "L1", "V1"), 2048
+    spec = CbcSpec(count=3, mass1=(10.0, 14.0), mass2=(10.0, 14.0), snr=(10.0, 20.0), f_low=30.0, min_spacing=8.0)
+    both = simulate_store(tmp_path / "cbc.zarr", ifos=ifos, duration=64, sample_rate=fs, seed=4, cbc=spec,
+                          chunk_samples=1 << 14)
+    noise = simulate_store(tmp_path / "noise.zarr", ifos=ifos, duration=64, sample_rate=fs, seed=4)
+    meta = read_meta(both)
+    stored = read_strain(open_store(both), ifos, 0, meta.n_samples).astype(np.float64)
+    added = stored - read_strain(open_store(noise), ifos, 0, meta.n_samples)
+    inj = read_injections(both)
+    assert len(inj) == 3 and (inj["waveform"] == "cbc").all()
+    np.testing.assert_allclose(np.sqrt(sum(inj[f"snr_{i}"] ** 2 for i in ifos)), inj["snr"], rtol=1e-9)
+    assert ((inj["snr"] >= 10) & (inj["snr"] <= 20)).all() and (inj["distance"] > 0).all()
+    expected = np.zeros_like(added)
+    for row in inj.to_dict("records"):
+        for j, ifo in enumerate(ifos):
+            first, x = cbc_strain(row, ifo, float(meta.t0), fs)
+            lo, hi = max(first, 0), min(first + x.size, meta.n_samples)
+            expected[j, lo:hi] += x[lo - first : hi - first]
+            # optimal SNR of the added chirp against the design PSD, from f_low (float32 storage: 1e-6)
+            seg = np.zeros(1 << 16)
+            seg[: hi - lo] = added[j, lo:hi]
+            f = np.fft.rfftfreq(seg.size, 1 / fs)
+            band = (f >= 30.0) & (f < fs / 2)
+            h = np.fft.rfft(seg)[band] / fs
+            rho = np.sqrt(4 * (f[1] - f[0]) * np.sum(np.abs(h) ** 2 / design_psd("aLIGO" if ifo != "V1" else "AdVirgo", f[band])))
+            assert rho == pytest.approx(row[f"snr_{ifo}"], rel=0.01)
+            # the chirp's amplitude peaks at its listed merger time
+            from scipy.signal import hilbert
+
+            peak = (lo + int(np.argmax(np.abs(hilbert(added[j, lo:hi]))))) / fs + float(meta.t0)
+            assert abs(peak - row[f"time_{ifo}"]) <= 1.0 / fs
+            delay = time_delay_from_earth_center(ifo, row["ra"], row["dec"], row["gps_time"])
+            assert row[f"time_{ifo}"] - row["gps_time"] == pytest.approx(delay, abs=2.5e-7)  # float64 GPS
+        # SNR ratios between detectors follow the antenna patterns (same PSD for H1 and L1)
+        resp = []
+        for ifo in ("H1", "L1"):
+            fp, fc = antenna_pattern(ifo, row["ra"], row["dec"], row["polarization"], row["gps_time"])
+            ci = np.cos(row["inclination"])
+            resp.append(abs(fp * (1 + ci * ci) / 2 - 1j * fc * ci))
+        assert row["snr_H1"] / row["snr_L1"] == pytest.approx(resp[0] / resp[1], rel=1e-6)
+    np.testing.assert_allclose(added, expected, atol=2e-7 * np.abs(stored).max())  # float32 storage
+    assert digest(both) == digest(simulate_store(tmp_path / "again.zarr", ifos=ifos, duration=64, sample_rate=fs,
+                                                 seed=4, cbc=spec))

@@ -63,13 +63,27 @@ def cmd_simulate(args) -> int:
             f_low=args.f_low,
             min_spacing=args.injection_spacing,
         )
+    cbc = None
+    if args.cbc_injections:
+        from gwbatch.simulate.cbc import CbcSpec
+
+        cbc = CbcSpec(
+            count=args.cbc_injections,
+            mass1=_pair(args.cbc_mass1, "--cbc-mass1"),
+            mass2=_pair(args.cbc_mass2, "--cbc-mass2"),
+            snr=_pair(args.cbc_snr, "--cbc-snr"),
+            approximant=args.cbc_approximant,
+            f_low=args.cbc_f_low,
+            min_spacing=args.cbc_spacing,
+        )
     with tqdm(total=100, desc="simulate", unit="%", disable=None) as bar:
         def progress(frac):
             bar.update(round(100 * frac) - bar.n)
 
         path = simulate_store(
             args.out, ifos=_names(args.ifos, "--ifos"), duration=args.duration, sample_rate=args.sample_rate,
-            seed=args.seed, gps_start=args.gps_start, injections=spec, overwrite=args.overwrite, progress=progress,
+            seed=args.seed, gps_start=args.gps_start, injections=spec, cbc=cbc, overwrite=args.overwrite,
+            progress=progress,
         )
     print(f"wrote {path}")
     return 0
@@ -194,6 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--injection-q", default="2,5", help="sine-Gaussian Q range")
     sim.add_argument("--injection-spacing", type=float, default=2.0, help="minimum seconds between injections")
     sim.add_argument("--f-low", type=float, default=20.0, help="low edge (Hz) of the injected-SNR integral")
+    sim.add_argument("--cbc-injections", type=int, default=0, help="number of compact binaries to inject (default 0)")
+    sim.add_argument("--cbc-mass1", default="1.2,2.0", help="component mass range (Msun), uniform (default 1.2,2.0)")
+    sim.add_argument("--cbc-mass2", default="1.2,2.0", help="component mass range (Msun), uniform (default 1.2,2.0)")
+    sim.add_argument("--cbc-snr", default="8,30", help="network optimal SNR range, uniform (default 8,30)")
+    sim.add_argument("--cbc-approximant", default="TaylorF2", help="waveform approximant (default TaylorF2)")
+    sim.add_argument("--cbc-f-low", type=float, default=30.0, help="CBC waveform start and SNR integral (Hz)")
+    sim.add_argument("--cbc-spacing", type=float, default=10.0, help="minimum seconds between CBC coalescences")
     sim.add_argument("--overwrite", action="store_true", help="replace an existing store")
     sim.set_defaults(func=cmd_simulate)
 

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+import pandas as pd
 
 import gwbatch
 from gwbatch.errors import ConfigError
 from gwbatch.gpstime import GPSTime
 from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreWriter
+from gwbatch.simulate.cbc import CbcSpec, draw_cbc_injections
 from gwbatch.simulate.injections import InjectionSpec, add_injections, draw_injections
 from gwbatch.simulate.noise import colouring_filter, coloured_noise, stream_id
 from gwbatch.simulate.psd import design_psd, detector_psd_model
@@ -38,6 +40,7 @@ def simulate_store(
     seed: int,
     gps_start: float | str = 1_000_000_000,
     injections: InjectionSpec | None = None,
+    cbc: CbcSpec | None = None,
     chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
     overwrite: bool = False,
     progress=None,
@@ -57,12 +60,18 @@ def simulate_store(
     t0 = GPSTime.parse(gps_start)
     models = {ifo: detector_psd_model(ifo) for ifo in ifos}
     psds = {ifo: (lambda f, m=models[ifo]: design_psd(m, f)) for ifo in ifos}
-    table = None
+    tables = []
     if injections is not None and injections.count:
-        table = draw_injections(
+        tables.append(draw_injections(
             injections, seed=seed, start=float(t0), duration=n_samples / sample_rate,
             sample_rate=sample_rate, ifos=ifos, psds=psds, delay=_arrival_delay,
-        )
+        ))
+    if cbc is not None and cbc.count:
+        tables.append(draw_cbc_injections(
+            cbc, seed=seed, start=float(t0), duration=n_samples / sample_rate, sample_rate=sample_rate,
+            ifos=ifos, psds=psds, delay=_arrival_delay, first_id=sum(len(t) for t in tables),
+        ))
+    table = pd.concat(tables, ignore_index=True) if tables else None
     provenance = {
         "source": "simulate",
         "gwbatch": gwbatch.__version__,
@@ -72,6 +81,8 @@ def simulate_store(
     }
     if injections is not None:
         provenance["injection_spec"] = {k: v for k, v in injections.__dict__.items()}
+    if cbc is not None:
+        provenance["cbc_injection_spec"] = {k: v for k, v in cbc.__dict__.items()}
     taps = {ifo: colouring_filter(psds[ifo], sample_rate) for ifo in ifos}
     with StoreWriter(
         out, ifos=ifos, sample_rate=sample_rate, t0=t0, n_samples=n_samples,

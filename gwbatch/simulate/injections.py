@@ -10,7 +10,8 @@ Each injection has a geocentric time and a sky position; it arrives in each dete
 geocentric time plus that detector's delay.  Its amplitude is set separately in each detector so
 that the detector's optimal SNR, ``rho^2 = 4 sum |h~(f)|^2 / S(f) df`` over ``[f_low, fs/2)``,
 equals the injection's ``snr`` (detector-characterisation style: the same SNR everywhere, so
-every detector can see it; antenna patterns arrive with the CBC injections).  The table records
+every detector can see it; compact binaries, with antenna patterns, are in
+:mod:`gwbatch.simulate.cbc`).  The table records
 per detector the arrival time and the SNR actually computed.
 
 ``duration`` is the full width at half maximum of the energy envelope ``|h|^2``: the tolerance
@@ -163,9 +164,14 @@ def add_injections(data: np.ndarray, start: int, t0: float, sample_rate: float, 
     """
     if table is None or table.empty:
         return
+    from gwbatch.simulate.cbc import add_cbc
+
     stop = start + data.size
     for row in table.itertuples(index=False):
         r = row._asdict()
+        if r["waveform"] == "cbc":
+            add_cbc(data, start, t0, sample_rate, ifo, r)
+            continue
         shape = {k: r[k] for k in ("sigma", "f0", "q") if np.isfinite(r[k])}
         arrival = (r[f"time_{ifo}"] - t0) * sample_rate  # fractional sample index
         half = support(r["waveform"], **shape) * sample_rate

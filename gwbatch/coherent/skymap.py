@@ -1,0 +1,49 @@
+"""Sky localisation from the coherent statistic (ALGORITHMS.md §3.8).
+
+For complex detector SNRs ``Z`` with unit-variance quadratures, the likelihood ratio of a signal in
+direction ``p``, maximised over the four amplitude parameters, is ``exp(rho_c^2(p) / 2)`` (the
+coherent statistic is the log likelihood ratio; Harry & Fairhurst 2011, PRD 83, 084002, eq. 2.18).
+With a uniform prior over the sphere the posterior over the HEALPix grid is therefore
+``P(p) ∝ exp(rho_c^2(p) / 2)``, normalised with log-sum-exp.  Areas are in square degrees; the
+credible area at level ``q`` is the smallest set of pixels, most probable first, that holds ``q``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def posterior(rho_c2: np.ndarray) -> np.ndarray:
+    """Probability per pixel (sums to one) from ``rho_c^2`` over a full equal-area grid."""
+    log_l = 0.5 * np.asarray(rho_c2, dtype=np.float64)
+    log_l = log_l - log_l.max()
+    p = np.exp(log_l)
+    return p / p.sum()
+
+
+def credible_area(prob: np.ndarray, level: float = 0.9) -> float:
+    """Area (deg²) of the smallest region holding ``level`` of the probability."""
+    prob = np.asarray(prob, dtype=np.float64)
+    if not 0.0 < level <= 1.0:
+        raise ValueError(f"credible level must be in (0, 1], got {level}")
+    ordered = np.sort(prob)[::-1]
+    n = int(np.searchsorted(np.cumsum(ordered), level * ordered.sum())) + 1
+    return min(n, prob.size) * _pixel_area(prob.size)
+
+
+def searched_area(prob: np.ndarray, pixel: int) -> float:
+    """Area (deg²) of the pixels at least as probable as ``pixel``: the area searched before the
+    true direction is reached."""
+    prob = np.asarray(prob, dtype=np.float64)
+    return int(np.sum(prob >= prob[pixel])) * _pixel_area(prob.size)
+
+
+def credible_level(prob: np.ndarray, pixel: int) -> float:
+    """Probability in the pixels more probable than ``pixel``, plus its own: the smallest credible
+    level whose region contains it (uniform in [0, 1] for a calibrated map: the P-P test)."""
+    prob = np.asarray(prob, dtype=np.float64)
+    return float(np.sum(prob[prob >= prob[pixel]]) / prob.sum())
+
+
+def _pixel_area(n_pix: int) -> float:
+    return 4 * np.pi * (180.0 / np.pi) ** 2 / n_pix

@@ -1,0 +1,58 @@
+"""HEALPix skymaps as FITS files, in the layout LIGO/Virgo/KAGRA alerts use.
+
+One binary table extension with a ``PROB`` column (probability per pixel, nested ordering,
+equatorial coordinates) and the HEALPix keywords (``PIXTYPE``, ``ORDERING``, ``COORDSYS``, ``NSIDE``,
+``INDXSCHM``), so healpy, ligo.skymap and astropy-healpix read it.  Written atomically.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float | None = None,
+                 object_name: str = "", creator: str = "gwbatch", extra: dict | None = None) -> Path:
+    """Write ``prob`` (nested HEALPix, length ``12 nside^2``) as a FITS skymap at ``path``."""
+    from astropy.io import fits
+    from astropy.time import Time
+
+    prob = np.asarray(prob, dtype=np.float64)
+    nside = int(round(np.sqrt(prob.size / 12)))
+    if 12 * nside * nside != prob.size or nside & (nside - 1):
+        raise ValueError(f"a HEALPix map needs 12 * nside^2 pixels with nside a power of 2, got {prob.size}")
+    hdu = fits.BinTableHDU.from_columns([fits.Column(name="PROB", format="D", unit="pix-1", array=prob)])
+    header = hdu.header
+    header["PIXTYPE"] = ("HEALPIX", "HEALPIX pixelisation")
+    header["ORDERING"] = ("NESTED", "Pixel ordering scheme: RING, NESTED, or NUNIQ")
+    header["COORDSYS"] = ("C", "Ecliptic, Galactic or Celestial (equatorial)")
+    header["NSIDE"] = (nside, "Resolution parameter of HEALPIX")
+    header["INDXSCHM"] = ("IMPLICIT", "Indexing: IMPLICIT or EXPLICIT")
+    header["OBJECT"] = (object_name, "Unique identifier for this event")
+    header["CREATOR"] = (creator, "Program that created this file")
+    if gps_time is not None:
+        t = Time(gps_time, format="gps")
+        header["DATE-OBS"] = (t.utc.isot, "UTC date of the observation")
+        header["MJD-OBS"] = (t.mjd, "modified Julian date of the observation")
+    for key, value in (extra or {}).items():
+        header[key] = value
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(tmp, overwrite=True)
+    os.replace(tmp, path)
+    return path
+
+
+def read_skymap(path: str | os.PathLike) -> tuple[np.ndarray, dict]:
+    """``(prob, header)`` of a nested FITS skymap written by :func:`write_skymap`."""
+    from astropy.io import fits
+
+    with fits.open(path) as hdul:
+        hdu = hdul[1]
+        header = dict(hdu.header)
+        if header.get("ORDERING") != "NESTED":
+            raise ValueError(f"{path}: expected a NESTED HEALPix map, found ORDERING={header.get('ORDERING')!r}")
+        return np.asarray(hdu.data["PROB"], dtype=np.float64), header
