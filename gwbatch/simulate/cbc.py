@@ -109,14 +109,12 @@ def draw_cbc_injections(
     """Draw the CBC injection table (see the module docstring for the columns)."""
     if spec.count == 0:
         return pd.DataFrame()
+    from gwbatch.simulate.injections import injection_spacing
+
     lead = spec.longest_chirp()
-    usable = duration - lead - 2.0 * spec.margin
-    spacing = usable / spec.count if usable > 0 else 0.0
-    if spacing < spec.min_spacing:
-        raise ConfigError(
-            f"{spec.count} CBC injections do not fit in {duration} s: each needs {spec.min_spacing} s, plus "
-            f"{lead:.0f} s for the longest chirp and {spec.margin} s margins; use fewer injections or more data"
-        )
+    spacing = injection_spacing(spec.count, duration - lead - 2.0 * spec.margin, spec.min_spacing,
+                                f"{spec.count} CBC injections do not fit in {duration} s: each needs "
+                                f"{spec.min_spacing} s, plus {lead:.0f} s for the longest chirp and {spec.margin} s margins")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0xCBC])))
     rows = []
     for k in range(spec.count):

@@ -95,6 +95,15 @@ def support(kind: str, **params: float) -> float:
     return (5.7 if kind == "gaussian" else 4.1) * scale
 
 
+def injection_spacing(count: int, usable: float, min_spacing: float, refusal: str) -> float:
+    """Seconds between ``count`` injections spread over ``usable`` seconds, or a ConfigError
+    (``refusal``, then what to change) when that is less than ``min_spacing``."""
+    spacing = usable / count if usable > 0 else 0.0
+    if spacing < min_spacing:
+        raise ConfigError(f"{refusal}; use fewer injections or more data")
+    return spacing
+
+
 def draw_injections(
     spec: InjectionSpec,
     *,
@@ -113,13 +122,9 @@ def draw_injections(
     """
     if spec.count == 0:
         return pd.DataFrame()
-    usable = duration - 2.0 * spec.margin
-    spacing = usable / spec.count if usable > 0 else 0.0
-    if spacing < spec.min_spacing:
-        raise ConfigError(
-            f"{spec.count} injections do not fit in {duration} s with {spec.margin} s margins and "
-            f"{spec.min_spacing} s spacing; use fewer injections or more data"
-        )
+    spacing = injection_spacing(spec.count, duration - 2.0 * spec.margin, spec.min_spacing,
+                                f"{spec.count} injections do not fit in {duration} s with {spec.margin} s margins "
+                                f"and {spec.min_spacing} s spacing")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0x1A1EC7])))
     rows = []
     for k in range(spec.count):
