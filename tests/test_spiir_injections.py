@@ -48,12 +48,13 @@ def test_spiir_snr_matches_exact_matched_filter():
         hs *= rng.uniform(8, 30) / sigma
         end = (i + 2) * spacing
         strain[end - gn : end] += hs
-        whitened.append(whitened_template(htilde, psd(np.maximum(f, 1.0)), df, FS, 30.0, isco_frequency(t.mass1, t.mass2)).h)
+        whitened.append(whitened_template(htilde, psd(np.maximum(f, 1.0)), df, FS, 30.0, isco_frequency(t.mass1, t.mass2)))
         starts.append(end - FS)  # merger sample (approx.) for the search window
     cond = condition(strain, np.ones(n, bool), ConditioningConfig(filter_duration=4.0, psd={"segment": 8.0}), FS)
     x = cond.data.astype(np.float32)
     ratios, dt = [], []
-    for t, h, merger in zip(templates, whitened, starts):
+    for t, white, merger in zip(templates, whitened, starts):
+        h = white.h
         bt = build_template(t, CFG, psd)
         z = filter_bank_numba(x, bt.a[None, :], bt.b[None, :], bt.d[None, :])[0]
         hn = h / np.sqrt(np.sum(np.abs(h) ** 2) / 2.0)  # exact complex SNR: rho[t] = sum x[t+n] conj(hn[n])
@@ -64,7 +65,7 @@ def test_spiir_snr_matches_exact_matched_filter():
         merger_z = kz - bt.merger_delay
         lo = merger - h.size - FS // 2
         kr = lo + int(np.argmax(np.abs(rho[lo : lo + FS])))  # rho is indexed by template start
-        merger_r = kr + int(np.argmax(np.abs(h)))
+        merger_r = kr + white.merger  # the same merger definition as the bank's
         ratios.append(np.abs(z[kz]) / np.abs(rho[kr]))
         dt.append(merger_z - merger_r)
     ratios, dt = np.array(ratios), np.array(dt)

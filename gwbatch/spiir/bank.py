@@ -35,7 +35,7 @@ class BuiltTemplate:
     overlap: float
     length: int  # whitened template length (samples): the warm-up a chunk needs
     latency: int  # samples from template start to the peak of z
-    merger_delay: int  # samples from the merger (template amplitude peak) to the peak of z
+    merger_delay: int  # samples from the merger (unwhitened amplitude peak) to the peak of z
     sigma: float  # optimal SNR at 1 Mpc for this PSD
     autocorr: np.ndarray  # R(s), s = -m..m
 
@@ -58,7 +58,7 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     h = white.h
     sp = cfg.spiir
     filt = construct(h, overlap_target=sp.overlap_target, epsilons=sp.epsilons, alpha=sp.alpha, beta=sp.beta,
-                     least_squares=sp.least_squares, phase=white.phase)
+                     least_squares=sp.least_squares, phase=white.phase, merger=white.merger)
     band = f >= cfg.f_low
     sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
     return BuiltTemplate(
@@ -155,10 +155,17 @@ class FilterBank:
         return "\n".join(lines)
 
 
+#: Bumped whenever construction changes what a built bank holds, so cached banks are rebuilt
+#: (2: the merger is the unwhitened waveform's amplitude peak).
+CONSTRUCTION_VERSION = 2
+
+
 def bank_fingerprint(cfg: BankConfig, psd: PSD, templates: list[Template]) -> str:
-    """Identifies a built bank: its configuration, the PSD its filters are for, and its templates."""
+    """Identifies a built bank: its configuration, the PSD its filters are for, its templates and
+    the construction version."""
     points = np.array([(t.mass1, t.mass2, t.spin1z, t.spin2z) for t in templates], dtype=np.float64)
-    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode() + psd.fingerprint().encode() + points.tobytes()
+    blob = (f"construction {CONSTRUCTION_VERSION}".encode() + json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()
+            + psd.fingerprint().encode() + points.tobytes())
     return hashlib.sha256(blob).hexdigest()[:16]
 
 

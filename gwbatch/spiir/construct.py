@@ -39,10 +39,14 @@ TAIL = 1e-7
 
 @dataclass(frozen=True)
 class WhitenedTemplate:
-    """A cropped analytic whitened template and the unwhitened waveform's unwrapped phase (rad)."""
+    """A cropped analytic whitened template, the unwhitened waveform's unwrapped phase (rad) and
+    where its merger is.  The merger is the amplitude peak of the unwhitened waveform without the
+    ISCO taper, the time injections are listed at (:mod:`gwbatch.simulate.cbc`); whitening and the
+    taper move the whitened template's own peak by up to a few ms."""
 
     h: np.ndarray  # complex128
     phase: np.ndarray  # float64, same length
+    merger: int  # index in h of the unwhitened waveform's amplitude peak (the merger)
 
     @property
     def size(self) -> int:
@@ -59,7 +63,7 @@ class IIRFilters:
     epsilon: float
     overlap: float  # max over time and phase of the normalised overlap with the template
     latency: int  # samples from template start to the peak of z (N - 1 plus the fitted lag)
-    peak_offset: int  # samples from the template's amplitude peak (merger) to its end
+    peak_offset: int  # samples from the merger to the template's end
 
     @property
     def n_filters(self) -> int:
@@ -102,7 +106,9 @@ def whitened_template(htilde: np.ndarray, psd: np.ndarray, delta_f: float, sampl
     freq = np.gradient(phase[: peak + 1]) * sample_rate / (2.0 * np.pi)
     below = np.flatnonzero(freq < f_low)
     start = int(below[-1]) + 1 if below.size else 0
-    return WhitenedTemplate(h[start : end + 1], phase[start:])
+    low_taper = 0.5 - 0.5 * np.cos(np.pi * np.clip((f - (f_low - 2.0)) / 2.0, 0.0, 1.0))
+    merger = int(np.argmax(np.abs(np.roll(_analytic(2.0 * htilde * low_taper), n_roll)))) - start
+    return WhitenedTemplate(h[start : end + 1], phase[start:], int(np.clip(merger, 0, end - start)))
 
 
 def _analytic(half: np.ndarray) -> np.ndarray:
@@ -207,9 +213,11 @@ def normalise(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 
 def construct(h: np.ndarray, *, overlap_target: float = 0.99, epsilons=(0.04, 0.02, 0.01, 0.005),
-              alpha: float = 0.99, beta: float = 0.25, least_squares: bool = True, phase=None) -> IIRFilters:
+              alpha: float = 0.99, beta: float = 0.25, least_squares: bool = True, phase=None,
+              merger: int | None = None) -> IIRFilters:
     """Filters for whitened template ``h``: the largest ``eps`` reaching ``overlap_target`` (else the best);
-    ``phase``: the phase to walk on (:class:`WhitenedTemplate`)."""
+    ``phase``: the phase to walk on, ``merger``: the merger's index in ``h`` (both from
+    :class:`WhitenedTemplate`; the merger defaults to the peak of ``|h|``)."""
     target = np.conj(h[::-1])  # the ideal impulse response
     best = None
     for eps in sorted(epsilons, reverse=True):
@@ -227,7 +235,7 @@ def construct(h: np.ndarray, *, overlap_target: float = 0.99, epsilons=(0.04, 0.
             best = candidate
             break
     ov, eps, a, b, d, lag = best
-    peak = int(np.argmax(np.abs(h)))
+    peak = int(np.argmax(np.abs(h))) if merger is None else int(merger)
     return IIRFilters(a, b, d, eps, ov, latency=h.size - 1 + lag, peak_offset=h.size - 1 - peak)
 
 

@@ -13,7 +13,7 @@ candidate-by-candidate step analysed in seed 001:
    ``xi^2 = sum_s |z(t+s) - z(t) R(s)|^2 / sum_s (2 - 2 |R(s)|^2)`` over ``s = -m..m``, with ``R`` the
    SPIIR response's own normalised autocorrelation; its mean is 1 in Gaussian noise.
 
-Times: a peak at sample ``k`` of template ``t`` means the merger (the template's amplitude peak) was at
+Times: a peak at sample ``k`` of template ``t`` means the merger (the unwhitened template's amplitude peak) was at
 ``k - merger_delay[t]``.
 """
 
