@@ -5,7 +5,7 @@ missing), or only reads a finished run with --read, and checks:
 H1 SNR >= 16.5 and L1 SNR >= 11.5 within 10 ms of 1126259462.42, H1 - L1 arrival difference
 +7 +- 1.5 ms (same template), and no other trigger louder than 8 in either detector.
 
-Building the two 2901-template banks (one per detector PSD) takes about 40 minutes on two cores;
+Building the two 2901-template banks (one per detector PSD) takes about 35 minutes on two cores;
 they are cached in OUT/banks/ and reused by later runs (`--resume`).
 
 usage: python benchmarks/gw150914_spiir.py [--out runs/gw150914-spiir] [--read] [--json FILE]

@@ -206,3 +206,25 @@ def test_skymap_fits_roundtrip(tmp_path):
     assert lon[0].rad == pytest.approx(grid.ra[np.argmax(prob)]) and lat[0].rad == pytest.approx(grid.dec[np.argmax(prob)])
     with pytest.raises(ValueError, match="12 \\* nside"):
         write_skymap(tmp_path / "bad.fits", np.ones(100))
+
+
+def test_pp_test_accepts_calibrated_and_rejects_overconfident_maps():
+    """Truths drawn from the maps themselves give uniform credible levels (p > 0.01); the same
+    truths judged by maps four times too narrow do not."""
+    from gwbatch.coherent.skymap import credible_level, posterior, pp_test
+
+    rng = np.random.default_rng(7)
+    grid = sky_grid(3)
+    calibrated, narrow = [], []
+    for _ in range(200):
+        centre = rng.integers(grid.size)
+        dist = angular_distance(grid.ra, grid.dec, grid.ra[centre], grid.dec[centre])
+        log_l = -(dist / np.radians(15.0)) ** 2
+        prob = posterior(log_l)
+        truth = rng.choice(grid.size, p=prob)
+        calibrated.append(credible_level(prob, truth))
+        narrow.append(credible_level(posterior(16.0 * log_l), truth))
+    assert pp_test(calibrated)[1] > 0.01
+    assert pp_test(narrow)[1] < 1e-6
+    with pytest.raises(ValueError, match="credible levels"):
+        pp_test([1.5])

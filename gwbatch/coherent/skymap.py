@@ -42,8 +42,21 @@ def credible_level(prob: np.ndarray, pixel: int) -> float:
     """Probability in the pixels more probable than ``pixel``, plus its own: the smallest credible
     level whose region contains it (uniform in [0, 1] for a calibrated map: the P-P test)."""
     prob = np.asarray(prob, dtype=np.float64)
-    return float(np.sum(prob[prob >= prob[pixel]]) / prob.sum())
+    return min(1.0, float(np.sum(prob[prob >= prob[pixel]]) / prob.sum()))
 
 
 def _pixel_area(n_pix: int) -> float:
     return 4 * np.pi * (180.0 / np.pi) ** 2 / n_pix
+
+
+def pp_test(levels) -> tuple[float, float]:
+    """P-P test of sky localisation: the credible levels of the true directions
+    (:func:`credible_level`) are uniform on [0, 1] for calibrated maps.  Returns the
+    Kolmogorov-Smirnov statistic and p-value against the uniform distribution."""
+    from scipy.stats import kstest
+
+    levels = np.asarray(levels, dtype=np.float64)
+    if levels.size == 0 or np.any((levels < 0) | (levels > 1)):
+        raise ValueError("P-P test needs credible levels in [0, 1]")
+    result = kstest(levels, "uniform")
+    return float(result.statistic), float(result.pvalue)
