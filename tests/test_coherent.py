@@ -166,9 +166,14 @@ def test_posterior_and_areas():
     grid = sky_grid(4)
     ra0, dec0 = 2.0, 0.3
     dist = angular_distance(grid.ra, grid.dec, ra0, dec0)
-    # rho_c^2 / 2 = -(dist / width)^2 / 2 gives a Gaussian blob of angular width 5 degrees
+    # rho_c^2 / 2 = -(dist / width)^2 / 2 gives a Gaussian blob of angular width 5 degrees at
+    # temperature 1, sqrt(T) times wider at temperature T
     width = np.radians(5.0)
-    prob = posterior(-(dist / width) ** 2)
+    prob = posterior(-(dist / width) ** 2, temperature=1.0)
+    wide = posterior(-(dist / width) ** 2, temperature=4.0)
+    assert credible_area(wide, 0.9) == pytest.approx(4.0 * credible_area(prob, 0.9), rel=0.1)
+    with pytest.raises(ValueError, match="temperature"):
+        posterior(dist, temperature=0.0)
     assert prob.sum() == pytest.approx(1.0, abs=1e-12)
     # a 2-D Gaussian of width s holds 90% within 2.146 s: area pi (2.146 s)^2
     expected = np.pi * (2.146 * 5.0) ** 2

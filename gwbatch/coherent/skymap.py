@@ -3,8 +3,12 @@
 For complex detector SNRs ``Z`` with unit-variance quadratures, the likelihood ratio of a signal in
 direction ``p``, maximised over the four amplitude parameters, is ``exp(rho_c^2(p) / 2)`` (the
 coherent statistic is the log likelihood ratio; Harry & Fairhurst 2011, PRD 83, 084002, eq. 2.18).
-With a uniform prior over the sphere the posterior over the HEALPix grid is therefore
-``P(p) ∝ exp(rho_c^2(p) / 2)``, normalised with log-sum-exp.  Areas are in square degrees; the
+The map is ``P(p) ∝ exp(rho_c^2(p) / (2 T))``, normalised with log-sum-exp.  ``T = 1`` is that
+profile likelihood, and it is overconfident: SNRs are read at whole-sample offsets and with the
+template's mismatch.  ``T`` is therefore calibrated by the P-P test (:func:`pp_test`).  On 36
+simulated H1-L1-V1 binaries at 1024 Hz (network SNR 12-30) the KS p-values are 1e-6 at T = 1,
+0.007 at 1.5, 0.14 at 2, 0.56 at 2.5 and 0.77 at 3 (docs/decisions.md); the default is
+``TEMPERATURE``.  Areas are in square degrees; the
 credible area at level ``q`` is the smallest set of pixels, most probable first, that holds ``q``.
 """
 
@@ -13,9 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def posterior(rho_c2: np.ndarray) -> np.ndarray:
+#: Likelihood temperature of the skymaps, from the P-P test (module docstring).
+TEMPERATURE = 2.5
+
+
+def posterior(rho_c2: np.ndarray, temperature: float = TEMPERATURE) -> np.ndarray:
     """Probability per pixel (sums to one) from ``rho_c^2`` over a full equal-area grid."""
-    log_l = 0.5 * np.asarray(rho_c2, dtype=np.float64)
+    if not temperature > 0:
+        raise ValueError(f"skymap temperature must be positive, got {temperature}")
+    log_l = 0.5 * np.asarray(rho_c2, dtype=np.float64) / temperature
     log_l = log_l - log_l.max()
     p = np.exp(log_l)
     return p / p.sum()
