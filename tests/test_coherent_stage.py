@@ -26,6 +26,7 @@ from workflow.bank import store_psd
 
 IFOS = ("H1", "L1", "V1")
 FS = 1024
+NULL_LIMIT = 4.0  # rho_null of a signal consistent with the network (2 real dof of unit variance)
 
 
 def test_coherent_rank_reweights():
