@@ -106,6 +106,18 @@ def test_simulate_refuses_bad_arguments(tmp_path):
                        injections=InjectionSpec(count=50))
     with pytest.raises(ConfigError, match="unknown injection waveform"):
         InjectionSpec(count=1, waveforms=("chirp",))
+    from gwbatch.simulate.cbc import CbcSpec
+
+    with pytest.raises(ConfigError, match="CBC injection snr range"):
+        CbcSpec(count=1, snr=(30.0, 8.0))
+    with pytest.raises(ConfigError, match="f_low must exceed"):
+        CbcSpec(count=1, f_low=2.0)
+    with pytest.raises(ConfigError, match="CBC injections do not fit"):
+        simulate_store(tmp_path / "x.zarr", ifos=("H1",), duration=64, sample_rate=512, seed=0, cbc=CbcSpec(count=10))
+    with pytest.raises(ConfigError, match="unknown approximant 'Nope'"):
+        simulate_store(tmp_path / "x.zarr", ifos=("H1",), duration=200, sample_rate=512, seed=0,
+                       cbc=CbcSpec(count=1, approximant="Nope", mass1=(10, 12), mass2=(10, 12)))
+    assert not (tmp_path / "x.zarr").exists()  # refused before anything was written
 
 
 def test_cbc_injections_projected_at_the_requested_network_snr(tmp_path):
