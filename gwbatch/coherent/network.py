@@ -88,7 +88,7 @@ class NetworkGeometry:
         sigma = np.asarray(sigma, dtype=np.float64)
         if sigma.shape != (len(self.ifos),) or not np.all(sigma > 0):
             raise ValueError(f"sigma needs one positive value per detector {self.ifos}, got {sigma}")
-        d = np.asarray(self.delays * sample_rate, dtype=np.float32)
+        d = self.delay_samples(sample_rate)
         # floor(d_j - d_pivot + 1/2) in float32, the same rounding on every backend
         offsets = np.stack([np.floor(d - d[:, [piv]] + np.float32(0.5)) for piv in range(d.shape[1])])
         return SkyTable(offsets.astype(np.int32), projection(self.fplus, self.fcross, sigma),

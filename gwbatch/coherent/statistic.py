@@ -112,8 +112,8 @@ def _max_over_sky(snr, slot, sample, pivot, offsets, proj, n_trials, step, lo, s
 
 
 def _table_on(xp, table: SkyTable) -> tuple:
-    """``table``'s offsets, projection and patterns on the array module ``xp`` (copied once)."""
-    arrays = (table.offsets, table.projection, table.fplus, table.fcross)
+    """``table``'s offsets and projection on the array module ``xp`` (copied once)."""
+    arrays = (table.offsets, table.projection)
     if xp is np:
         return arrays
     if xp.__name__ not in table.device:
@@ -149,7 +149,7 @@ def max_over_sky(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, s
     if xp is np:
         shape = (args[1].size, n_trials + 1)
         rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
-        offsets, proj = _table_on(np, table)[:2]
+        offsets, proj = _table_on(np, table)
         _max_over_sky(*args, offsets, proj, n_trials, step, lo, span, rho_c2, pixel)
     else:
         from gwbatch.coherent._cuda import max_over_sky_cuda
@@ -178,7 +178,7 @@ def at_directions(snr, slot, sample, pivot, table: SkyTable, pixel, trial, step:
     time, and full-sky maps (``pixel = arange(P)``)."""
     xp = array_namespace(snr)
     snr, slot, sample, pivot = _inputs(xp, snr, slot, sample, pivot)
-    offsets, proj = _table_on(xp, table)[:2]
+    offsets, proj = _table_on(xp, table)
     lo, span = window if window is not None else (0, snr.shape[2])
     pixel, trial = xp.broadcast_arrays(xp.asarray(pixel, dtype=xp.int64), xp.asarray(trial, dtype=xp.int64))
     n_det = snr.shape[0]
