@@ -4,7 +4,7 @@ Inputs are the per-detector SNR series of the candidates' templates, aligned on 
 ``k`` of every detector's series is the merger time ``k`` for that template, whatever each
 detector's filter delay), and each detector's normalised autocorrelation of the same templates.
 
-1. Sky maximum (:func:`gwbatch.coherent.statistic.max_over_sky`) for zero lag and ``K`` trials.
+1. Sky maximum (:func:`gwbatch.coherent.statistic.sky_argmax`) for zero lag and ``K`` trials.
 2. At each maximum: every detector's SNR and sample, and its autocorrelation chi-squared there
    (ALGORITHMS.md §3.5, :func:`gwbatch.spiir.triggers.chisq_at`); the network chi-squared is their
    mean (each has mean 1 in Gaussian noise).
@@ -21,7 +21,7 @@ import numpy as np
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.coherent.network import SkyTable
-from gwbatch.coherent.statistic import at_directions, max_over_sky
+from gwbatch.coherent.statistic import at_directions, sky_argmax
 from gwbatch.spiir.triggers import chisq_at
 
 #: Null SNR allowed before the rank is reduced: the null stream of three detectors carries two real
@@ -64,21 +64,21 @@ def coherent_events(snr, autocorr, slot, sample, pivot, table: SkyTable, *, n_tr
     slot = xp.asarray(slot, dtype=xp.int64)
     sample = xp.asarray(sample, dtype=xp.int64)
     pivot = xp.asarray(pivot, dtype=xp.int64)
-    sky = max_over_sky(snr, slot, sample, pivot, table, n_trials, step, window)
-    trial = xp.broadcast_to(xp.arange(n_trials + 1)[None, :], sky.pixel.shape)
-    at = at_directions(snr, slot, sample, pivot, table, sky.pixel, trial, step, window)
+    _, pixel = sky_argmax(snr, slot, sample, pivot, table, n_trials, step, window)
+    trial = xp.broadcast_to(xp.arange(n_trials + 1)[None, :], pixel.shape)
+    at = at_directions(snr, slot, sample, pivot, table, pixel, trial, step, window)  # once, in float64
     n_det = snr.shape[0]
-    rows = xp.broadcast_to(slot[:, None], sky.pixel.shape).ravel()
+    rows = xp.broadcast_to(slot[:, None], pixel.shape).ravel()
     chisq = []
     for j in range(n_det):
         xi2, _ = chisq_at(snr[j], rows, at.index[..., j].ravel(), xp.asarray(autocorr[j])[rows])
-        chisq.append(xi2.reshape(sky.pixel.shape))
+        chisq.append(xi2.reshape(pixel.shape))
     chisq_ifo = to_host(xp.stack(chisq, axis=-1)).astype(np.float64)
     finite = np.isfinite(chisq_ifo)
     count = finite.sum(axis=-1)
     network = np.where(count > 0, np.where(finite, chisq_ifo, 0.0).sum(axis=-1) / np.maximum(count, 1), np.nan)
     rho_c = np.sqrt(np.maximum(to_host(at.rho_c2), 0.0))
     rho_null = np.sqrt(np.maximum(to_host(at.null2), 0.0))
-    return CoherentEvents(rho_c=rho_c, rho_null=rho_null, pixel=to_host(sky.pixel).astype(np.int64),
+    return CoherentEvents(rho_c=rho_c, rho_null=rho_null, pixel=to_host(pixel).astype(np.int64),
                           chisq=network, rank=coherent_rank(rho_c, network, rho_null),
                           snr=to_host(at.z), sample=to_host(at.index).astype(np.int64), chisq_ifo=chisq_ifo)

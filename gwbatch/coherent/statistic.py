@@ -135,28 +135,36 @@ def _check(snr, slot, sample, pivot, table: SkyTable) -> None:
         raise ValueError("slot, sample and pivot need one entry per candidate")
 
 
-def max_over_sky(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, step: int = 0,
-                 window: tuple[int, int] | None = None) -> SkyMaximum:
-    """Maximum coherent SNR² over the sky per (candidate, trial): CUDA for CuPy ``snr``, else numba.
-
-    ``window = (lo, span)`` is the valid range that shifted reads wrap into (default: all of ``snr``).
-    """
+def sky_argmax(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, step: int = 0,
+               window: tuple[int, int] | None = None):
+    """The kernel alone: ``(rho_c2, pixel)`` of the maximum over the sky per (candidate, trial),
+    each ``(C, K+1)``; CUDA for CuPy ``snr``, else numba (arguments as :func:`max_over_sky`)."""
     xp = array_namespace(snr)
     args = _inputs(xp, snr, slot, sample, pivot)
     _check(*args, table)
     lo, span = window if window is not None else (0, args[0].shape[2])
     n_trials, step, lo, span = int(n_trials), int(step), int(lo), int(span)
-    if xp is np:
-        shape = (args[1].size, n_trials + 1)
-        rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
-        offsets, proj = _table_on(np, table)
-        _max_over_sky(*args, offsets, proj, n_trials, step, lo, span, rho_c2, pixel)
-    else:
+    if xp is not np:
         from gwbatch.coherent._cuda import max_over_sky_cuda
 
-        rho_c2, pixel = max_over_sky_cuda(*args, table, n_trials, step, lo, span)
-    trial = xp.broadcast_to(xp.arange(n_trials + 1)[None, :], pixel.shape)
-    ref = at_directions(*args, table, pixel, trial, step, (lo, span))
+        return max_over_sky_cuda(*args, table, n_trials, step, lo, span)
+    shape = (args[1].size, n_trials + 1)
+    rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
+    offsets, proj = _table_on(np, table)
+    _max_over_sky(*args, offsets, proj, n_trials, step, lo, span, rho_c2, pixel)
+    return rho_c2, pixel
+
+
+def max_over_sky(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, step: int = 0,
+                 window: tuple[int, int] | None = None) -> SkyMaximum:
+    """Maximum coherent SNR² over the sky per (candidate, trial), with the null SNR² there.
+
+    ``window = (lo, span)`` is the valid range that shifted reads wrap into (default: all of ``snr``).
+    """
+    xp = array_namespace(snr)
+    rho_c2, pixel = sky_argmax(snr, slot, sample, pivot, table, n_trials, step, window)
+    trial = xp.broadcast_to(xp.arange(int(n_trials) + 1)[None, :], pixel.shape)
+    ref = at_directions(snr, slot, sample, pivot, table, pixel, trial, step, window)
     return SkyMaximum(rho_c2, ref.null2, pixel)
 
 
