@@ -37,10 +37,10 @@ gw150914: $(STAMP)
 	$(BIN)/gwbatch run configs/gw150914-pulse.yaml --overwrite
 
 # The SPIIR search with the 2901-template BBH bank: the banks (one per detector PSD) take ~45 min
-# each on two cores the first time and are cached in runs/gw150914-spiir/banks/ for later runs.
+# each on two cores the first time and are cached in runs/gw150914/banks/ for later runs.
 gw150914-spiir: $(STAMP)
 	$(BIN)/gwbatch ingest gwosc $(GW150914_FILES) --out data/gw150914.zarr --overwrite
-	$(BIN)/python benchmarks/gw150914_spiir.py --out runs/gw150914-spiir
+	$(BIN)/python benchmarks/gw150914.py --out runs/gw150914
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -70,6 +70,8 @@ def main() -> int:
     ap.add_argument("--backend", choices=("cupy", "numpy"), default="cupy")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--min-blocks", type=int, nargs="*", default=[],
+                    help="also time the seed configuration with these __launch_bounds__ minimum blocks per SM")
     args = ap.parse_args()
     rows = []
     n_trials = 100
@@ -85,6 +87,17 @@ def main() -> int:
             evals = n_cand * (n_trials + 1) * sky_grid(order).size
             rows.append(dict(case=label, seconds=t, evaluations_per_s=evals / t))
             print(f"{label:42s} {t * 1e3:8.3f} ms   {evals / t:.3e} direction-evaluations/s", flush=True)
+        from gwbatch.coherent import _cuda
+
+        default = _cuda.MIN_BLOCKS
+        for blocks in args.min_blocks:  # tuning: recompile with another register cap
+            _cuda.MIN_BLOCKS = blocks
+            _cuda._module.cache_clear()
+            t = time_cuda(problem(1000, 5, 2048.0), n_trials, 204, args.repeat)
+            rows.append(dict(case=f"seed config, __launch_bounds__(256, {blocks})", seconds=t))
+            print(f"{'seed config, min blocks ' + str(blocks):42s} {t * 1e3:8.3f} ms", flush=True)
+        _cuda.MIN_BLOCKS = default
+        _cuda._module.cache_clear()
         case = problem(1000, 5, 2048.0)
         snr = cupy.asarray(case["snr"])
         rest = {k: v for k, v in case.items() if k != "snr"}

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from gwbatch.coherent.skymap import TEMPERATURE
 from gwbatch.errors import ConfigError
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
@@ -204,6 +205,21 @@ def load_bank_config(path: str | Path, overrides: Iterable[str] = ()) -> BankCon
         raise ConfigError(format_validation_error(exc, str(path), BankConfig)) from None
 
 
+class CoherentConfig(StrictModel):
+    """The coherent stage of the SPIIR search (ALGORITHMS.md §3): sky grid and skymaps.  Its
+    time-shifted trials are ``background.slides`` shifts of ``background.slide_step`` per chunk."""
+
+    sky_order: int = Field(5, ge=0, le=8, description="HEALPix order of the sky grid (5: 12288 directions, 7: 196608)")
+    ifo_snr: PositiveFloat = Field(
+        4.0, description="an event needs coincidence.min_ifos detectors with SNR at least this (the pivot is one), "
+                         "so a glitch in one detector is never a network event")
+    skymap_threshold: PositiveFloat = Field(
+        8.0, description="zero-lag candidates ranked at least this get a skymap (FITS) and a 90% area")
+    skymap_temperature: PositiveFloat = Field(
+        TEMPERATURE, description="width of the skymaps, P ~ exp(rho_c^2 / 2T), calibrated by a P-P test on injections "
+                         "(benchmarks/coherent_campaigns.py reports the test for a range of T)")
+
+
 class SpiirSearchConfig(StrictModel):
     """SPIIR compact-binary search (ALGORITHMS.md §2): a template bank as IIR filters on whitened data."""
 
@@ -217,6 +233,7 @@ class SpiirSearchConfig(StrictModel):
     threshold: PositiveFloat = Field(5.5, description="single-detector |z| threshold")
     cluster_window: PositiveFloat = Field(0.1, description="keep the loudest trigger within this many seconds")
     batch: PositiveInt = Field(256, description="templates filtered per pass")
+    coherent: CoherentConfig = CoherentConfig()
 
     @field_validator("psd")
     @classmethod

@@ -29,7 +29,7 @@ SOURCES = {
          "float2*, const int, const int);" for f in spiir_cuda.CLASSES],
     ),
     "coherent.coherent_max": (
-        coherent_cuda.SOURCE,
+        f"#define MIN_BLOCKS {coherent_cuda.MIN_BLOCKS}\n" + coherent_cuda.SOURCE,
         [f"template __global__ void {coherent_cuda.kernel_name(d)}(const float2*, const long long, const int, "
          "const int*, const long long*, const long long*, const int*, const long long*, const long long*, "
          "const float4*, const int*, const int*, const int, const int, const long long, const long long, "

@@ -256,7 +256,7 @@ def test_single_detector(tmp_path):
     inputs["background"] = pd.DataFrame(columns=["slide", "snr", "ifos", "ring_time"])
     text = write_report(tmp_path / "report.html", **inputs).read_text()
     assert "SNR H1" in text and "SNR L1" not in text
-    assert text.count("<svg") == 3
+    assert text.count("<svg") == 4  # over time, ranking, injection recovery, efficiency (no IFAR: no slides)
     assert_no_leftovers(tmp_path)
 
 

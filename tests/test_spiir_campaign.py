@@ -72,9 +72,17 @@ def test_trigger_table_contract_and_same_template_coincidences(runs):
     assert (~near).sum() > 20 and 0.8 < table.loc[~near, "chisq"].median() < 1.25  # measured: 28, median 0.89
     loud = table[table["snr"] > 8.0]
     assert len(loud) and (loud["chisq"] > 2.0).all() and (loud["rank"] < 7.0).all()  # measured: >= 2.7, <= 5.5
+    # candidates are coherent events (gwbatch.coherent.chunk): both detectors read with one template,
+    # within the light travel time of each other (10.0 ms, plus half a sample of rounding), both at
+    # least coherent.ifo_snr; two detectors have no null stream
     cands = run.reduced.candidates
-    assert len(cands) and (cands["template_H1"] == cands["template_L1"]).all()
-    assert (np.abs(cands["time_H1"] - cands["time_L1"]) <= 0.010 + 0.005 + 2e-3 + 1e-9).all()
+    assert len(cands)
+    assert {"snr", "rank", "null_snr", "chisq", "ra", "dec", "template", "mass1", "pivot", "skymap", "area90",
+            "far", "ifar_years", "far_exclusive", "snr_H1", "time_L1", "chisq_L1"} <= set(cands.columns)
+    assert (np.abs(cands["time_H1"] - cands["time_L1"]) <= 0.0101 + 0.5 / 1024).all()
+    assert (cands[["snr_H1", "snr_L1"]].min(axis=1) >= 4.0).all()
+    assert np.allclose(cands["snr"] ** 2, cands["snr_H1"] ** 2 + cands["snr_L1"] ** 2, rtol=1e-5)
+    assert (cands["null_snr"] < 1e-3).all() and (cands["rank"] <= cands["snr"] + 1e-9).all()
 
 
 def test_banks_are_cached_per_detector(runs):
@@ -129,6 +137,7 @@ def test_cbc_injections_from_simulate_are_found(bank_file, tmp_path):
     visible = np.minimum(inj["injected_snr_H1"], inj["injected_snr_L1"]) >= 6.0
     assert visible.sum() >= 10 and inj.loc[visible, "found"].all()  # measured: 11 of 12 visible, all found
     found = inj[inj["found"]]
+    assert found["sky_error_deg"].notna().all()  # coherent candidates carry a direction
     for ifo in ("H1", "L1"):
         ratio = found[f"found_snr_{ifo}"] / found[f"injected_snr_{ifo}"]
         assert abs(np.median(ratio) - 1) < 0.1 and ratio.between(0.6, 1.4).all()  # noise: +-1 in SNR

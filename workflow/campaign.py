@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+import numpy as np
+
 import gwbatch
 from gwbatch.background.far import SECONDS_PER_YEAR
 from gwbatch.config import Campaign
 from gwbatch.conditioning.mask import segments_total
 from gwbatch.gpstime import GPSTime, sample_times
+from gwbatch.io.skymaps import write_skymap
 from gwbatch.io.store import read_meta
 from gwbatch.io.tables import read_chunk, write_chunk, write_json, write_table
 from gwbatch.report.html import write_report
@@ -178,6 +181,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "candidates": "candidates.parquet", "triggers": "triggers.parquet", "background": "background.parquet",
             "gates": "gates.parquet",
             "report": "report.html", **({"injections": "injections.parquet"} if injections is not None else {}),
+            **({"skymaps": sorted(reduced.skymaps)} if reduced.skymaps else {}),
         },
         "timing": {"wall_seconds": wall, "chunk_seconds_total": float(sum(c["seconds"] for c in chunks))},
     }
@@ -190,12 +194,26 @@ def write_outputs(outdir: Path, reduced: Reduced, manifest: dict) -> None:
     write_table(reduced.gates, outdir / "gates.parquet")
     if reduced.injections is not None:
         write_table(reduced.injections, outdir / "injections.parquet")
+    write_skymaps(outdir, reduced)
     write_report(
         outdir / "report.html", manifest=manifest, candidates=reduced.candidates,
         background=reduced.background_events, injections=reduced.injections, gates=reduced.gates,
     )
     write_table(reduced.candidates, outdir / "candidates.parquet")
     write_json(manifest, outdir / "manifest.json")
+
+
+def write_skymaps(outdir: Path, reduced: Reduced) -> None:
+    """Each candidate's skymap as a FITS file (``skymap`` column), written before the candidate table."""
+    if not reduced.skymaps:
+        return
+    by_file = reduced.candidates.set_index("skymap")
+    for name, prob in reduced.skymaps.items():
+        path = outdir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        row = by_file.loc[name]
+        write_skymap(path, prob, gps_time=float(row["gps_time"]), object_name=f"{row['search']} candidate",
+                     extra={"SNR": float(row["snr"]), **({"FAR": float(row["far"])} if np.isfinite(row["far"]) else {})})
 
 
 def summary_lines(summary: RunSummary) -> list[str]:

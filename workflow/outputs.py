@@ -16,6 +16,7 @@ MARKER = ".gwbatch-run"
 FINAL = ("manifest.json", "candidates.parquet", "triggers.parquet", "background.parquet", "injections.parquet",
          "gates.parquet", "report.html")
 CHUNKS = "chunks"
+SKYMAPS = "skymaps"  # candidates' FITS skymaps, part of the final outputs
 
 
 def prepare_output(path: Path, *, resume: bool, overwrite: bool) -> Path:
@@ -36,6 +37,7 @@ def prepare_output(path: Path, *, resume: bool, overwrite: bool) -> Path:
             )
         for name in FINAL:
             (path / name).unlink(missing_ok=True)
+        shutil.rmtree(path / SKYMAPS, ignore_errors=True)
         if overwrite:
             shutil.rmtree(path / CHUNKS, ignore_errors=True)
     path.mkdir(parents=True, exist_ok=True)

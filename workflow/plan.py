@@ -139,7 +139,10 @@ def travel_matrix(ifos: tuple[str, ...]) -> np.ndarray:
 
 def fingerprint(campaign: Campaign, meta: StoreMeta) -> str:
     """Hash of everything a chunk's result depends on: the analysis settings and the store."""
-    relevant = campaign.model_dump(mode="json", include={"data", "conditioning", "search"})
+    sections = {"data", "conditioning", "search"}
+    if get_search(campaign.search.kind).slides_in_chunks:  # its chunks run the time-shifted trials too
+        sections |= {"coincidence", "background"}
+    relevant = campaign.model_dump(mode="json", include=sections)
     if campaign.search.kind == "spiir":  # the bank file's content, not just its path
         relevant["bank_file"] = Path(campaign.search.bank).read_text()
     store = {"path": str(meta.path), "t0": str(meta.t0), "n": meta.n_samples, "fs": meta.sample_rate,
@@ -173,9 +176,12 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     )
     travel = travel_matrix(ifos)
     ring = ring_length(span_start, span_stop, after, fs)
+    if search.slides_in_chunks:  # trials wrap within each chunk's own samples
+        ring = float(np.diff(edges).min()) / fs
     reach = float(travel.max()) + campaign.coincidence.window + 2.0 * search.max_uncertainty(campaign, fs)
     n_slides = campaign.background.slides if (campaign.coincidence.min_ifos > 1 and len(ifos) > 1) else 0
-    check_slides(len(ifos), n_slides, campaign.background.slide_step, ring, reach)
+    check_slides(len(ifos), n_slides, campaign.background.slide_step, ring, reach,
+                 "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span")
     longest = max(c.read_stop - c.read_start for c in chunks)
     memory = longest * (4 * len(ifos) + WORK_BYTES_PER_SAMPLE)
     return Plan(

@@ -14,7 +14,7 @@ from gwbatch.conditioning.mask import merge_segments
 from gwbatch.config import Campaign
 from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.store import StoreMeta, read_injections
-from gwbatch.searches import ChunkResult, get_search
+from gwbatch.searches import ChunkResult, Significance, get_search
 from workflow.plan import Plan
 
 
@@ -27,6 +27,7 @@ class Reduced:
     background_events: pd.DataFrame
     injections: pd.DataFrame | None
     gates: pd.DataFrame
+    skymaps: dict[str, np.ndarray]  # candidates' skymaps by file name (relative to the run directory)
 
 
 def reduce_results(campaign: Campaign, plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> Reduced:
@@ -40,6 +41,29 @@ def reduce_results(campaign: Campaign, plan: Plan, meta: StoreMeta, results: lis
         ifo: merge_segments(np.concatenate([r.segments[ifo].reshape(-1, 2) for r in results])).astype(np.int64)
         for ifo in plan.ifos
     }
+    if search.slides_in_chunks:
+        found = search.significance(campaign, plan, results)
+    else:
+        found = coincidence_significance(campaign, plan, search, per_ifo, segments)
+    bg, candidates, events = found.background, found.candidates, found.background_events
+    injections = None
+    if meta.has_injections:
+        table = read_injections(meta.path)
+        span_lo, span_hi = sample_times(t0, [plan.span_start, plan.span_stop], fs)
+        table = table[(table["gps_time"] >= span_lo) & (table["gps_time"] < span_hi)]
+        gps_segments = {ifo: sample_times(t0, segments[ifo], fs) for ifo in plan.ifos}
+        injections = match_injections(table, candidates, plan.ifos, gps_segments, campaign.coincidence.min_ifos, fs)
+        if "skymap" in candidates:
+            injections = localisation(injections, candidates, found.skymaps)
+    gates = pd.concat([r.gates for r in results], ignore_index=True)
+    gates["gps_time"] = sample_times(t0, gates["sample"].to_numpy(np.float64), fs) if len(gates) else np.zeros(0)
+    return Reduced(per_ifo, segments, bg, candidates, events, injections, gates, found.skymaps)
+
+
+def coincidence_significance(campaign: Campaign, plan: Plan, search, per_ifo: list[pd.DataFrame],
+                             segments: dict[str, np.ndarray]) -> Significance:
+    """Candidates from coincidences of the merged triggers, with time slides over the whole span."""
+    fs = plan.sample_rate
     ring_segments = [(segments[ifo] - plan.span_start) / fs for ifo in plan.ifos]
     triggers = [search.coincidence_triggers(df, plan.span_start, fs) for df in per_ifo]
     bg = estimate_background(
@@ -48,17 +72,30 @@ def reduce_results(campaign: Campaign, plan: Plan, meta: StoreMeta, results: lis
         n_slides=plan.n_slides, slide_step=plan.slide_step,
     )
     candidates = candidate_table(plan.search, bg.foreground, per_ifo, plan.ifos, search.candidate_fields)
-    events = background_table(bg.background, per_ifo, plan.ifos, bg.shifts)
-    injections = None
-    if meta.has_injections:
-        table = read_injections(meta.path)
-        span_lo, span_hi = sample_times(t0, [plan.span_start, plan.span_stop], fs)
-        table = table[(table["gps_time"] >= span_lo) & (table["gps_time"] < span_hi)]
-        gps_segments = {ifo: sample_times(t0, segments[ifo], fs) for ifo in plan.ifos}
-        injections = match_injections(table, candidates, plan.ifos, gps_segments, campaign.coincidence.min_ifos, fs)
-    gates = pd.concat([r.gates for r in results], ignore_index=True)
-    gates["gps_time"] = sample_times(t0, gates["sample"].to_numpy(np.float64), fs) if len(gates) else np.zeros(0)
-    return Reduced(per_ifo, segments, bg, candidates, events, injections, gates)
+    return Significance(bg, candidates, background_table(bg.background, per_ifo, plan.ifos, bg.shifts))
+
+
+def localisation(injections: pd.DataFrame, candidates: pd.DataFrame, skymaps: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Sky localisation of found injections: the angular error of the best direction
+    (``sky_error_deg``) and, where the candidate has a skymap, the 90% area, the searched area and
+    the credible level of the true direction (P-P test: uniform for calibrated maps)."""
+    from gwbatch.coherent.sky import angular_distance, pixel_of
+    from gwbatch.coherent.skymap import credible_level, searched_area
+
+    out = injections.copy()
+    n = len(out)
+    error, level, searched, area = (np.full(n, np.nan) for _ in range(4))
+    if "ra" in out and len(candidates):
+        for i in np.flatnonzero(out["found"].to_numpy()):
+            cand = candidates.iloc[int(out["candidate"].iat[i])]
+            ra, dec = float(out["ra"].iat[i]), float(out["dec"].iat[i])
+            error[i] = np.degrees(angular_distance(cand["ra"], cand["dec"], ra, dec))
+            prob = skymaps.get(cand["skymap"])
+            if prob is not None:
+                order = int(round(np.log2(np.sqrt(prob.size / 12))))
+                pixel = int(pixel_of(order, ra, dec))
+                level[i], searched[i], area[i] = credible_level(prob, pixel), searched_area(prob, pixel), cand["area90"]
+    return out.assign(sky_error_deg=error, credible_level=level, searched_area=searched, area90=area)
 
 
 def trigger_table(reduced: Reduced) -> pd.DataFrame:

@@ -36,8 +36,10 @@ class BackgroundResult:
         return float(self.livetime[1:].sum())
 
 
-def check_slides(n_ifos: int, n_slides: int, step: float, ring: float, coincidence_reach: float) -> None:
-    """Refuse slide settings that would mix zero lag into background or reuse an alignment (PyCBC #4754)."""
+def check_slides(n_ifos: int, n_slides: int, step: float, ring: float, coincidence_reach: float,
+                 ring_name: str = "the analysed span") -> None:
+    """Refuse slide settings that would mix zero lag into background or reuse an alignment (PyCBC #4754);
+    slides wrap on a circle of ``ring`` seconds (``ring_name`` says what it is)."""
     if n_ifos < 2 or n_slides == 0:
         return
     if step <= 2 * coincidence_reach:
@@ -48,8 +50,8 @@ def check_slides(n_ifos: int, n_slides: int, step: float, ring: float, coinciden
     largest = (n_ifos - 1) * n_slides * step
     if largest + coincidence_reach >= ring - coincidence_reach:
         raise ConfigError(
-            f"{n_slides} slides of {step} s need (n_ifos - 1) x slides x step = {largest:g} s, more than the "
-            f"analysed span of {ring:g} s allows; use fewer slides, a smaller step or more data"
+            f"{n_slides} slides of {step} s need (n_ifos - 1) x slides x step = {largest:g} s, more than "
+            f"{ring_name} of {ring:g} s allows; use fewer slides, a smaller step or more data"
         )
 
 

@@ -38,7 +38,7 @@ def match_injections(
     analysed = np.zeros(n, dtype=int)
     for ifo in ifos:
         analysed += _in_segments(inj[f"time_{ifo}"].to_numpy(dtype=np.float64), gps_segments[ifo])
-    out = inj[["id", "waveform", "gps_time", "snr", "duration"]].copy()
+    out = inj[["id", "waveform", "gps_time", "snr", "duration", *(c for c in ("ra", "dec") if c in inj)]].copy()
     out["analysed"] = analysed >= min_ifos
     found = np.zeros(n, dtype=bool)
     best = np.full(n, -1, dtype=np.int64)
@@ -58,7 +58,7 @@ def match_injections(
     out["found"] = found
     out["candidate"] = best
     take = np.where(found, best, 0)
-    for col in ("snr", "far", "ifar_years"):
+    for col in ("snr", "far", "ifar_years", *(("rank",) if "rank" in candidates else ())):
         values = candidates[col].to_numpy(dtype=np.float64)[take] if len(candidates) else np.zeros(n)
         out[f"found_{col}"] = np.where(found, values, np.nan)
     for ifo in ifos:

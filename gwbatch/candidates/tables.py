@@ -85,3 +85,92 @@ def background_table(bg: pd.DataFrame, per_ifo: list[pd.DataFrame], ifos: tuple[
     for k, ifo in enumerate(ifos):
         table[f"shift_{ifo}"] = shifts[slide, k] if len(bg) else np.zeros(0)
     return table.sort_values("snr", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _detector_columns(events: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float) -> tuple[dict, list[str]]:
+    """``time_<ifo>`` (GPS of the sample read), ``snr_``, ``phase_``, ``chisq_<ifo>`` (NaN where
+    the detector was not analysing) and the member list of coherent events."""
+    from gwbatch.gpstime import sample_times
+
+    cols, seen = {}, []
+    for ifo in ifos:
+        snr = events[f"snr_{ifo}"].to_numpy(np.float64)
+        seen.append(np.isfinite(snr))
+        cols[f"time_{ifo}"] = np.where(seen[-1], sample_times(t0, events[f"sample_{ifo}"].to_numpy(np.float64),
+                                                              sample_rate), np.nan)
+        cols[f"snr_{ifo}"] = snr
+        for field in ("phase", "chisq"):
+            if f"{field}_{ifo}" in events:
+                cols[f"{field}_{ifo}"] = events[f"{field}_{ifo}"].to_numpy(np.float64)
+    names = np.array(ifos)
+    members = [",".join(names[[s[i] for s in seen]]) for i in range(len(events))]
+    return cols, members
+
+
+def skymap_name(gps_time: float) -> str:
+    """File name of a candidate's skymap, by its GPS time (ms)."""
+    return f"skymaps/{gps_time:.3f}.fits"
+
+
+def coherent_candidate_table(fg: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float,
+                             skymaps: np.ndarray) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Coherent zero-lag events in the output format, most significant first, and the skymaps of
+    those that have one by file name.
+
+    ``gps_time`` is the geocentric merger time at the best direction; ``snr`` the network coherent
+    SNR; ``rank`` the ranking statistic the FAR is of; ``null_snr``, ``chisq`` (network), ``ra``,
+    ``dec`` (rad), ``pivot`` (the detector whose trigger formed it), ``template``, ``mass1``,
+    ``mass2``; ``skymap`` (file, empty without one) and ``area90`` (deg²).
+    """
+    from gwbatch.coherent.skymap import credible_area
+
+    cols, members = _detector_columns(fg, ifos, t0, sample_rate)
+    pivot = fg["pivot"].to_numpy(np.int64)
+    table = pd.DataFrame({
+        "search": "spiir", "gps_time": fg["gps_time"].to_numpy(np.float64), "ifos": members,
+        "n_ifos": fg["n_ifos"].to_numpy(np.int64), "snr": fg["snr"].to_numpy(np.float64),
+        "rank": fg["rank"].to_numpy(np.float64), "null_snr": fg["null_snr"].to_numpy(np.float64),
+        "chisq": fg["chisq"].to_numpy(np.float64), "ra": fg["ra"].to_numpy(np.float64),
+        "dec": fg["dec"].to_numpy(np.float64), "pivot": np.array(ifos, dtype=object)[pivot] if len(fg) else [],
+        "template": fg["template"].to_numpy(np.int64), "mass1": fg["mass1"].to_numpy(np.float64),
+        "mass2": fg["mass2"].to_numpy(np.float64),
+    })
+    for c in ("far", "ifar_years", "far_exclusive", "ifar_exclusive_years", "n_louder", "n_louder_exclusive"):
+        table[c] = fg[c].to_numpy()
+    for name, values in cols.items():
+        table[name] = values
+    index = fg["skymap"].to_numpy(np.int64)
+    named = {}
+    files, areas = [], []
+    for gps, k in zip(table["gps_time"], index):
+        if k < 0:
+            files.append("")
+            areas.append(np.nan)
+            continue
+        files.append(skymap_name(gps))
+        named[files[-1]] = skymaps[k]
+        areas.append(credible_area(skymaps[k], 0.9))
+    table["skymap"] = files
+    table["area90"] = np.asarray(areas, dtype=np.float64)
+    table = table.sort_values(["far", "rank"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    return table, named
+
+
+def coherent_background_table(trials: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float,
+                              step: float) -> pd.DataFrame:
+    """Trial events: ``slide`` (the trial), ``snr``, ``rank``, ``null_snr``, ``chisq``, ``ifos``,
+    ``pivot`` (the detector whose unshifted trigger formed it), ``chunk``, and per detector the time read (``time_<ifo>``, unshifted), ``snr_<ifo>`` and its
+    shift relative to the first detector ``shift_<ifo>`` (s)."""
+    cols, members = _detector_columns(trials, ifos, t0, sample_rate)
+    slide = trials["trial"].to_numpy(np.int64)
+    table = pd.DataFrame({
+        "slide": slide, "snr": trials["snr"].to_numpy(np.float64), "rank": trials["rank"].to_numpy(np.float64),
+        "null_snr": trials["null_snr"].to_numpy(np.float64), "chisq": trials["chisq"].to_numpy(np.float64),
+        "ifos": members, "pivot": np.array(ifos, dtype=object)[trials["pivot"].to_numpy(np.int64)] if len(trials) else [],
+        "chunk": trials["chunk"].to_numpy(np.int64),
+    })
+    for name in (f"{f}_{ifo}" for ifo in ifos for f in ("time", "snr")):
+        table[name] = cols[name]
+    for j, ifo in enumerate(ifos):
+        table[f"shift_{ifo}"] = slide * step * j
+    return table.sort_values("rank", ascending=False, kind="stable").reset_index(drop=True)

@@ -147,7 +147,7 @@ __device__ __forceinline__ void sky_block(
 // One launch for all pivots: block b runs tasks [block_first[b], block_first[b] + 32) of its pivot's
 // flattened (candidate, trial) list (cand holds each pivot's candidates, concatenated).
 template <int D>
-__global__ void __launch_bounds__(TILE, 2)
+__global__ void __launch_bounds__(TILE, MIN_BLOCKS)
 coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot,
              const int* __restrict__ block_pivot, const long long* __restrict__ block_first,
              const long long* __restrict__ pivot_tasks, const int* __restrict__ cand,
@@ -176,6 +176,7 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
 """
 
 WARPS = 8
+MIN_BLOCKS = 2  # resident blocks per SM the compiler must allow (caps registers at 65536 / (256 x MIN_BLOCKS))
 STRIDE = 33  # shared-memory row length in float2: 32 lanes plus one against bank conflicts
 SHARED_LIMIT = 200 * 1024  # dynamic shared memory a block may ask for (H100/H200 allow 227 KB in all)
 MAX_DETECTORS = 4
@@ -196,7 +197,7 @@ def record_floats(n_det: int) -> int:
 def _module():
     import cupy
 
-    return cupy.RawModule(code=SOURCE, options=("-std=c++17",),
+    return cupy.RawModule(code=f"#define MIN_BLOCKS {MIN_BLOCKS}\n" + SOURCE, options=("-std=c++17",),
                           name_expressions=tuple(kernel_name(d) for d in INSTANTIATIONS))
 
 

@@ -64,7 +64,10 @@ def save_bank(bank: FilterBank, path: str | os.PathLike) -> Path:
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     with h5py.File(tmp, "w") as fh:
         for key in PER_TEMPLATE:
-            fh.create_dataset(key, data=getattr(bank, key))
+            data = getattr(bank, key)
+            # the (templates, filters) arrays are mostly padding: compressed they are ~10x smaller
+            packed = {"compression": "gzip", "compression_opts": 4, "shuffle": True} if data.ndim == 2 else {}
+            fh.create_dataset(key, data=data, **packed)
         fh.create_dataset("psd_frequencies", data=bank.psd.frequencies)
         fh.create_dataset("psd_values", data=bank.psd.values)
         fh.attrs.update({

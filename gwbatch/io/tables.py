@@ -60,11 +60,24 @@ def chunk_paths(directory: Path, index: int) -> tuple[Path, Path]:
     return stem.with_suffix(".parquet"), stem.with_suffix(".json")
 
 
+def _extra_path(directory: Path, index: int, name: str, suffix: str) -> Path:
+    return directory / f"chunk-{index:06d}.{name}{suffix}"
+
+
 def write_chunk(directory: Path, result: ChunkResult, fingerprint: str) -> None:
-    """Checkpoint one chunk: triggers as Parquet, then the rest as JSON (its presence marks the chunk done)."""
+    """Checkpoint one chunk: triggers and the search's tables as Parquet, its arrays as ``.npy``,
+    then the rest as JSON (its presence marks the chunk done)."""
     directory.mkdir(parents=True, exist_ok=True)
     table_path, doc_path = chunk_paths(directory, result.index)
     write_table(result.triggers, table_path)
+    for name, table in result.tables.items():
+        write_table(table, _extra_path(directory, result.index, name, ".parquet"))
+    for name, array in result.arrays.items():
+        path = _extra_path(directory, result.index, name, ".npy")
+        tmp = _tmp(path)
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.asarray(array), allow_pickle=False)
+        os.replace(tmp, path)
     write_json(
         {
             "index": result.index,
@@ -75,6 +88,8 @@ def write_chunk(directory: Path, result: ChunkResult, fingerprint: str) -> None:
             "device": result.device,
             "worker": result.worker,
             "seconds": result.seconds,
+            "tables": sorted(result.tables),
+            "arrays": sorted(result.arrays),
         },
         doc_path,
     )
@@ -91,6 +106,14 @@ def read_chunk(directory: Path, index: int, fingerprint: str) -> ChunkResult | N
         return None
     if doc.get("fingerprint") != fingerprint or doc.get("index") != index:
         return None
+    tables, arrays = {}, {}
+    try:
+        for name in doc.get("tables", []):
+            tables[name] = read_table(_extra_path(directory, index, name, ".parquet"))
+        for name in doc.get("arrays", []):
+            arrays[name] = np.load(_extra_path(directory, index, name, ".npy"), allow_pickle=False)
+    except (OSError, ValueError, pa.ArrowException):
+        return None  # incomplete checkpoint: the chunk runs again
     return ChunkResult(
         index=index,
         triggers=read_table(table_path),
@@ -100,4 +123,6 @@ def read_chunk(directory: Path, index: int, fingerprint: str) -> ChunkResult | N
         device=doc["device"],
         worker=doc["worker"],
         seconds=doc["seconds"],
+        tables=tables,
+        arrays=arrays,
     )

@@ -3,8 +3,9 @@
 The page shows, in order: the campaign (name, description, status, version, command); a summary of
 the search settings, the data, the plan, the execution, the livetime and the counts; the most
 significant zero-lag candidates; figures (candidates over time, cumulative IFAR against the
-background expectation with Poisson bands, the cumulative rate of the ranking statistic, and
-injection recovery with its table); the chunks; the gates; and the FAR convention.
+background expectation with Poisson bands, the cumulative rate of the ranking statistic, injection
+recovery with its table, detection efficiency against injected SNR, and for searches with sky
+directions the P-P plot of the skymaps); the chunks; the gates; and the FAR convention.
 
 Nothing is loaded from elsewhere: the CSS is inline and the figures are inline SVG drawn with
 :class:`matplotlib.figure.Figure` (no pyplot, so no global figure state).  Every string taken
@@ -103,6 +104,14 @@ def fmt_ifar(x) -> str:
 
 def _fmt_int(x) -> str:
     return DASH if _missing(x) else f"{int(x):d}"
+
+
+def _fmt_degrees(x) -> str:
+    return DASH if _missing(x) else f"{math.degrees(float(x)):.1f}"
+
+
+def _fmt_area(x) -> str:
+    return DASH if _missing(x) else f"{float(x):.0f}"
 
 
 def _fmt_seconds(x) -> str:
@@ -352,8 +361,11 @@ def _candidates_section(candidates: pd.DataFrame, ifos: list[str]) -> str:
     if n == 0:
         return _section("Candidates", _note("No zero-lag candidates were found in this campaign."), "candidates")
     cols = [("gps_time", "GPS time", fmt_gps), ("ifos", "detectors", _text), ("snr", "SNR", fmt_snr),
+            ("rank", "rank", fmt_snr), ("null_snr", "null SNR", fmt_snr), ("chisq", "\u03c7\u00b2", fmt_snr),
             ("rho", "rho", fmt_snr), ("far", "FAR (Hz)", fmt_far), ("ifar_years", "IFAR (yr)", fmt_ifar),
-            ("far_exclusive", "FAR excl. (Hz)", fmt_far), ("template", "template", _fmt_int)]
+            ("far_exclusive", "FAR excl. (Hz)", fmt_far), ("template", "template", _fmt_int),
+            ("ra", "RA (\u00b0)", _fmt_degrees), ("dec", "Dec (\u00b0)", _fmt_degrees),
+            ("area90", "90% area (deg\u00b2)", _fmt_area)]
     cols += [(f"snr_{ifo}", f"SNR {ifo}", fmt_snr) for ifo in ifos]
     cols += [(f"chisq_{ifo}", f"\u03c7\u00b2 {ifo}", fmt_snr) for ifo in ifos]
     cols = [c for c in cols if c[0] in candidates.columns]
@@ -494,10 +506,16 @@ def _cumulative_rate(values: np.ndarray | None, time: float) -> tuple[np.ndarray
     return v, np.arange(v.size, 0, -1) / time
 
 
+def _ranking_column(*frames: pd.DataFrame) -> str:
+    """The column FARs are computed from: ``rank`` where the search has one, else ``snr``."""
+    return "rank" if all("rank" in f.columns for f in frames if len(f.columns)) else "snr"
+
+
 def _fig_ranking(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame) -> str:
     title = "Ranking statistic distribution"
-    bg = _cumulative_rate(_column(background, "snr"), _livetime(manifest, "background_seconds"))
-    fg = _cumulative_rate(_column(candidates, "snr"), _livetime(manifest, "zero_lag_seconds"))
+    stat = _ranking_column(candidates, background)
+    bg = _cumulative_rate(_column(background, stat), _livetime(manifest, "background_seconds"))
+    fg = _cumulative_rate(_column(candidates, stat), _livetime(manifest, "zero_lag_seconds"))
     if bg is None and fg is None:
         return _skipped(title, "there are no events with livetime to plot (no candidates and no background).")
     fig = Figure(figsize=(7, 4.5), layout="constrained")
@@ -507,8 +525,8 @@ def _fig_ranking(manifest: dict, candidates: pd.DataFrame, background: pd.DataFr
     if fg is not None:
         ax.step(*fg, where="post", color="black", label=f"zero lag ({fg[0].size})")
     ax.set_yscale("log")
-    ax.set_xlabel("ranking statistic x (SNR)")
-    ax.set_ylabel("rate of events with SNR \u2265 x (Hz)")
+    ax.set_xlabel(f"ranking statistic x ({stat})")
+    ax.set_ylabel(f"rate of events with {stat} \u2265 x (Hz)")
     ax.legend(loc="upper right", fontsize="small")
     caption = ("Cumulative rate of events at least as loud as x: background count over the background livetime "
                "and zero-lag count over the zero-lag livetime.")
@@ -573,6 +591,94 @@ def _recovery_svg(inj: pd.DataFrame, ifos: list[str]) -> str:
     return fig_to_svg(fig, "fig-inj")
 
 
+def _fig_efficiency(manifest: dict, injections: pd.DataFrame | None) -> str:
+    """Found fraction against injected network SNR, with binomial 1-sigma errors: found by any
+    candidate, and found louder than every background event (FAR at the background's bound)."""
+    title = "Detection efficiency"
+    inj = _frame(injections)
+    snr = _column(inj, "snr")
+    if snr is None or len(inj) == 0:
+        return _skipped(title, "this campaign has no injections.")
+    analysed = _flag(inj, "analysed", True) & np.isfinite(snr) & (snr > 0)
+    if analysed.sum() < 2:
+        return _skipped(title, "fewer than two injections were analysed.")
+    found = _flag(inj, "found", False)
+    far = _column(inj, "found_far")
+    bound = (manifest.get("background") or {}).get("far_bound_hz")
+    edges = np.unique(np.quantile(snr[analysed], np.linspace(0, 1, min(10, int(analysed.sum()) // 5 + 2))))
+    if edges.size < 2:
+        edges = np.array([snr[analysed].min() * 0.99, snr[analysed].max() * 1.01])
+    which = np.clip(np.searchsorted(edges, snr, side="right") - 1, 0, edges.size - 2)
+    centre = np.sqrt(edges[:-1] * edges[1:])
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    curves = [("found", found, "black")]
+    if far is not None and bound:
+        curves.append(("louder than all background", found & (np.nan_to_num(far, nan=np.inf) <= bound * (1 + 1e-9)),
+                       "tab:blue"))
+    rows = []
+    for label, hit, colour in curves:
+        n = np.bincount(which[analysed], minlength=centre.size)
+        k = np.bincount(which[analysed], weights=hit[analysed].astype(float), minlength=centre.size)
+        eff = np.divide(k, n, out=np.full(centre.size, np.nan), where=n > 0)
+        err = np.sqrt(np.maximum(eff * (1 - eff), 0.25 / np.maximum(n, 1)) / np.maximum(n, 1))
+        ax.errorbar(centre, eff, yerr=err, fmt="o-", color=colour, ms=4, capsize=2, label=label)
+        rows.append((label, k, n))
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(LogFormatter())
+    ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
+    ax.set_ylim(-0.03, 1.05)
+    ax.set_xlabel("injected network SNR")
+    ax.set_ylabel("fraction found")
+    ax.legend(loc="lower right", fontsize="small")
+    header = ["network SNR bin"] + [label for label, _, _ in rows]
+    table = [[f"{edges[i]:.3g}\u2013{edges[i + 1]:.3g}"] + [_fraction(int(k[i]), int(n[i])) for _, k, n in rows]
+             for i in range(centre.size)]
+    caption = ("Fraction of analysed injections found, per bin of injected network SNR (equal-count bins), "
+               "with binomial 1\u03c3 errors.")
+    return (f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, "fig-eff"), caption)
+            + html_table(header, table, [False] + [True] * len(rows)))
+
+
+def _fig_localisation(injections: pd.DataFrame | None) -> str:
+    """P-P plot of the true directions' credible levels in the skymaps, with the KS test, and the
+    localisation figures of merit."""
+    title = "Sky localisation"
+    inj = _frame(injections)
+    level = _column(inj, "credible_level")
+    if level is None or not np.isfinite(level).any():
+        return _skipped(title, "no found injection has a skymap (no injections, or no sky directions).")
+    from gwbatch.coherent.skymap import pp_test
+
+    p = np.sort(level[np.isfinite(level)])
+    n = p.size
+    ks, pvalue = pp_test(p)
+    fig = Figure(figsize=(4.6, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    grid = np.linspace(0, 1, 101)
+    band = 1.36 / np.sqrt(n)  # 95% Kolmogorov-Smirnov band
+    ax.fill_between(grid, np.clip(grid - band, 0, 1), np.clip(grid + band, 0, 1), color="tab:blue", alpha=0.15, lw=0,
+                    label="95% KS band")
+    ax.plot(grid, grid, "--", color="tab:blue", lw=1)
+    ax.step(np.r_[0, p, 1], np.r_[0, np.arange(1, n + 1) / n, 1], where="post", color="black",
+            label=f"{n} injections")
+    ax.set_xlabel("credible level")
+    ax.set_ylabel("fraction of injections within it")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left", fontsize="small")
+    rows = [("injections with a skymap", str(n)), ("KS statistic, p-value", f"{ks:.3f}, {pvalue:.3g}")]
+    for key, label in (("area90", "median 90% credible area (deg\u00b2)"),
+                       ("searched_area", "median searched area (deg\u00b2)"),
+                       ("sky_error_deg", "median angular error of the best direction (\u00b0)")):
+        values = _column(inj, key)
+        if values is not None and np.isfinite(values).any():
+            rows.append((label, f"{np.nanmedian(values):.3g}"))
+    caption = ("P-P plot: the fraction of found injections whose true direction lies within each credible level "
+               "of its skymap; calibrated maps follow the diagonal.")
+    return f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, "fig-pp"), caption) + _kv_table(rows)
+
+
 def _fraction(num: int, den: int) -> str:
     return f"{num}/{den} = {num / den:.3f}" if den else DASH
 
@@ -614,6 +720,8 @@ def _figures(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
         _fig_cumulative_ifar(manifest, candidates, background),
         _fig_ranking(manifest, candidates, background),
         _fig_injections(injections, ifos),
+        _fig_efficiency(manifest, injections),
+        _fig_localisation(injections),
     ])
     return _section("Figures", body, "figures")
 

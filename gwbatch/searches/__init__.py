@@ -10,9 +10,13 @@ A search is an object with:
 - ``merge(campaign, triggers, t0, fs) -> DataFrame``: the chunks' triggers, de-duplicated across chunk edges,
   with ``gps_time``, ``snr`` and ``rank`` (the per-detector ranking SNR) columns;
 - ``coincidence_triggers(df, span_start, fs) -> IfoTriggers``: one detector's triggers for coincidence;
-- ``candidate_fields``: extra per-detector columns for the candidate table.
+- ``candidate_fields``: extra per-detector columns for the candidate table;
+- ``slides_in_chunks``: False when candidates come from coincidence of the merged triggers, with
+  time slides over the whole span (shared, :mod:`gwbatch.background`); True when each chunk forms
+  network candidates itself, with its own time-shifted trials (SPIIR's coherent stage); such a search
+  also has ``significance(campaign, plan, results) -> Significance``.
 
-Everything after ``process`` (coincidence, time slides, FAR, outputs, report) is shared.
+Everything else (FAR conventions, livetime, outputs, report) is shared.
 """
 
 from __future__ import annotations
@@ -45,9 +49,22 @@ class ChunkResult:
     segments: dict[str, np.ndarray]  # per detector: analysed [start, stop) store samples in the chunk
     gates: pd.DataFrame  # ifo, sample, peak
     series_stats: dict[str, dict] = field(default_factory=dict)  # per detector: mean, std, notes...
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # the search's network tables (SPIIR: events)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # and arrays (SPIIR: skymaps, trial livetimes)
     device: str = "cpu"
     worker: str = ""
     seconds: float = 0.0
+
+
+@dataclass
+class Significance:
+    """A search's zero-lag candidates with their FARs, its background events, and skymaps by file
+    name (relative to the run directory)."""
+
+    background: object  # gwbatch.background.BackgroundResult
+    candidates: pd.DataFrame
+    background_events: pd.DataFrame
+    skymaps: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def get_search(kind: str):

@@ -87,29 +87,37 @@ def empty_gates() -> pd.DataFrame:
 
 
 def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: ChunkSpec, columns: dict,
-              search_one: Callable[[ChunkSeries], tuple[pd.DataFrame, dict]]):
+              search_one: Callable[[ChunkSeries], tuple[pd.DataFrame, dict]],
+              network: Callable[[list[ChunkSeries], pd.DataFrame], tuple[dict, dict]] | None = None):
     """A chunk's :class:`~gwbatch.searches.ChunkResult`: each detector's conditioned series through
     ``search_one``, which returns its triggers (``columns`` and their dtypes) and extra statistics
-    for the manifest."""
+    for the manifest; then, if given, ``network(series, triggers)`` over all detectors together,
+    which returns the result's ``(tables, arrays)``."""
     from gwbatch._xp import device_name
     from gwbatch.searches import ChunkResult
 
     started = time.perf_counter()
     backend = resolve_backend(backend)
-    frames, segments, gates, stats = [], {}, [], {}
+    frames, segments, gates, stats, kept = [], {}, [], {}, []
     for series in conditioned_series(campaign, ifos, backend, spec):
         frame, extra = search_one(series)
         frames.append(frame.assign(chunk=spec.index))
         segments[series.ifo], gate, stats[series.ifo] = bookkeeping(series, spec, len(frame), extra)
         if gate is not None:
             gates.append(gate)
+        if network is not None:
+            kept.append(series)
+    triggers = pd.concat(frames, ignore_index=True).astype(columns)
+    tables, arrays = network(kept, triggers) if network is not None else ({}, {})
     return ChunkResult(
         index=spec.index,
-        triggers=pd.concat(frames, ignore_index=True).astype(columns),
+        triggers=triggers,
         segments=segments,
         gates=pd.concat(gates, ignore_index=True) if gates else empty_gates(),
         series_stats=stats,
         device=device_name(backend),
         worker=worker_name(),
         seconds=time.perf_counter() - started,
+        tables=tables,
+        arrays=arrays,
     )

@@ -34,6 +34,7 @@ TRIGGER_COLUMNS = {
 
 class PulseSearch:
     kind = "pulse"
+    slides_in_chunks = False
 
     def halo(self, campaign: Campaign, sample_rate: float) -> tuple[int, int]:
         """Samples read before and after a chunk: whitening corruption, plus the widest boxcar after."""

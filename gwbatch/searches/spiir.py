@@ -8,9 +8,14 @@ chunk's output equals that of filtering the whole stream.  As in gstlal, filters
 (zero-filled) stretches: just after a gap a long template's response is only partial, which lowers
 its SNR and never raises it.
 
-Ranking: PyCBC's chi-squared reweighted SNR (Babak et al. 2013, PRD 87, 024033, eq. 6)
-``rank = snr / ((1 + chisq^3) / 2)^(1/6)`` for ``chisq > 1``, else ``snr``; coincidences need the same
-template in every detector and are ranked by the quadrature sum of ``rank``.
+Per-detector triggers are ranked by PyCBC's chi-squared reweighted SNR (Babak et al. 2013, PRD 87,
+024033, eq. 6) ``rank = snr / ((1 + chisq^3) / 2)^(1/6)`` for ``chisq > 1``, else ``snr``.
+
+Candidates are network events of the coherent stage (:mod:`gwbatch.coherent.chunk`), formed in each
+chunk from every detector's triggers in turn, with ``background.slides`` time-shifted trials there;
+:meth:`SpiirSearch.significance` clusters them across chunks and gives each its FAR against the
+trials (:mod:`gwbatch.background.trials`).  The candidate table's ``snr`` is the network coherent
+SNR, ``rank`` the ranking statistic (:func:`gwbatch.coherent.stage.coherent_rank`).
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ import functools
 import numpy as np
 import pandas as pd
 
+from gwbatch.background.trials import trial_background
 from gwbatch.candidates.coincidence import IfoTriggers, cluster_in_time
+from gwbatch.candidates.tables import coherent_background_table, coherent_candidate_table
+from gwbatch.coherent.chunk import ChunkNetwork, CoherentSettings, coherent_chunk
 from gwbatch.conditioning import filter_half_length
 from gwbatch.config import Campaign, load_bank_config
-from gwbatch.gpstime import sample_times
+from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.banks import load_bank, read_bank_file
-from gwbatch.searches import ChunkResult, ChunkSpec
+from gwbatch.io.store import read_meta
+from gwbatch.searches import ChunkResult, ChunkSpec, Significance
 from gwbatch.searches.common import run_chunk
 from gwbatch.spiir.triggers import find_triggers
 from gwbatch.waveforms.taylorf2 import chirp_time
@@ -37,6 +46,9 @@ TRIGGER_COLUMNS = {
 }
 #: Timing uncertainty of a SPIIR trigger in coincidence (s): the peak is good to a sample or two.
 TIMING = 1e-3
+#: Extra halo after a chunk for the coherent stage (s): arrival delays between detectors (up to
+#: ~40 ms), merger delays of the filters (under 30 ms) and the chi-squared lags.
+COHERENT_HALO = 0.25
 
 
 def reweighted_snr(snr: np.ndarray, chisq: np.ndarray) -> np.ndarray:
@@ -87,8 +99,26 @@ def longest_template(bank_path) -> float:
     return chirp_time(m1, m2, max(cfg.f_low - 2.0, 5.0)) + 2.0
 
 
+def coherent_settings(campaign: Campaign, n_ifos: int, sample_rate: float) -> CoherentSettings:
+    search, coinc = campaign.search, campaign.coincidence
+    with_trials = coinc.min_ifos > 1 and n_ifos > 1
+    return CoherentSettings(
+        n_trials=campaign.background.slides if with_trials else 0,
+        step=int(round(campaign.background.slide_step * sample_rate)),
+        cluster=coinc.cluster_window * sample_rate,
+        candidate_window=search.cluster_window * sample_rate,
+        sky_order=search.coherent.sky_order,
+        skymap_threshold=search.coherent.skymap_threshold,
+        temperature=search.coherent.skymap_temperature,
+        ifo_snr=search.coherent.ifo_snr,
+        min_ifos=coinc.min_ifos,
+        batch=search.batch,
+    )
+
+
 class SpiirSearch:
     kind = "spiir"
+    slides_in_chunks = True
     candidate_fields = {"template": "template", "chisq": "chisq", "rank": "rank", "phase": "phase"}
 
     def halo(self, campaign: Campaign, sample_rate: float) -> tuple[int, int]:
@@ -98,7 +128,7 @@ class SpiirSearch:
         cluster = int(np.ceil(campaign.search.cluster_window * sample_rate))
         warm = int(np.ceil(longest_template(campaign.search.bank) * sample_rate))
         lags = load_bank_config(campaign.search.bank).spiir.autocorrelation_lags
-        return pad + warm + cluster, pad + cluster + lags + 1
+        return pad + warm + cluster, pad + cluster + lags + 1 + int(np.ceil(COHERENT_HALO * sample_rate))
 
     def max_uncertainty(self, campaign: Campaign, sample_rate: float) -> float:
         return TIMING
@@ -127,7 +157,45 @@ class SpiirSearch:
             })
             return frame, {}
 
-        return run_chunk(campaign, ifos, backend, spec, TRIGGER_COLUMNS, search_one)
+        def network(series, triggers):
+            meta = read_meta(campaign.data.store)
+            fs = meta.sample_rate
+            net = ChunkNetwork(
+                ifos=tuple(s.ifo for s in series), x=[filter_input(s.cond) for s in series],
+                valid=[s.cond.valid for s in series], banks=[_bank(*resources["banks"][s.ifo]) for s in series],
+                read_start=spec.read_start, own=series[0].own, sample_rate=fs,
+                gps=float(sample_times(GPSTime.parse(meta.t0), 0.5 * (spec.start + spec.stop), fs)),
+            )
+            events, skymaps, livetime = coherent_chunk(net, triggers, coherent_settings(campaign, len(series), fs))
+            return {"events": events.assign(chunk=spec.index)}, {"skymaps": skymaps, "livetime": livetime}
+
+        return run_chunk(campaign, ifos, backend, spec, TRIGGER_COLUMNS, search_one, network)
+
+    def significance(self, campaign: Campaign, plan, results: list[ChunkResult]) -> Significance:
+        """Zero-lag events clustered across chunks, with FARs against every chunk's trials, in the
+        output contract's tables; the skymaps of the candidates that have one."""
+        fs, ifos = plan.sample_rate, plan.ifos
+        t0 = GPSTime.parse(plan.t0)
+        frames, maps, offset = [], [], 0
+        for r in sorted(results, key=lambda r: r.index):
+            ev = r.tables["events"]
+            skymap = ev["skymap"].to_numpy()
+            frames.append(ev.assign(skymap=np.where(skymap >= 0, skymap + offset, -1)))
+            maps.append(r.arrays["skymaps"])
+            offset += r.arrays["skymaps"].shape[0]
+        events = pd.concat(frames, ignore_index=True)
+        events["gps_time"] = sample_times(t0, events["geocent_sample"].to_numpy(np.float64), fs)
+        livetime = np.sum([r.arrays["livetime"] for r in results], axis=0)
+        zero, trials = events[events["trial"] == 0], events[events["trial"] > 0].reset_index(drop=True)
+        # chunks clustered each trial on the first detector's read time; events near a chunk edge meet here
+        ref = zero[f"sample_{ifos[0]}"].to_numpy(np.float64)
+        keep = cluster_in_time(ref, zero["rank"].to_numpy(), campaign.coincidence.cluster_window * fs)
+        zero = zero[keep].reset_index(drop=True)
+        settings = coherent_settings(campaign, len(ifos), fs)
+        bg = trial_background(zero, trials, livetime, ifos=ifos, step=settings.step / fs, window=settings.cluster)
+        skymaps = np.concatenate(maps) if maps else np.zeros((0, 12))
+        candidates, named = coherent_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
+        return Significance(bg, candidates, coherent_background_table(trials, ifos, t0, fs, settings.step / fs), named)
 
     def merge(self, campaign: Campaign, triggers: pd.DataFrame, t0, sample_rate: float) -> pd.DataFrame:
         """Cluster each (detector, template)'s triggers over the whole span, as each chunk did (a

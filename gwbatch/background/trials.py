@@ -1,0 +1,69 @@
+"""Significance from per-chunk time-shifted trials (gstlal's scheme; ALGORITHMS.md §6).
+
+A search that forms network events inside each chunk (SPIIR's coherent stage) also runs ``K``
+time-shifted trials there: in trial ``k`` detector ``j`` is moved by ``k * step * j`` (the shared
+slide convention of :mod:`gwbatch.background.slides`), wrapped within the chunk.  Trial ``k`` of
+every chunk together is one time slide of the whole campaign, so the FAR conventions are those of
+:mod:`gwbatch.background.far`:
+
+``FAR(x) = N_trials(rank >= x) / T_bg``, with ``T_bg`` the summed livetime of all trials.
+
+- inclusive: every trial event counts;
+- exclusive: trial events whose pivot trigger is one of the candidate's own (same pivot detector,
+  within the cluster window of the candidate's time there) are removed: the candidate's own data
+  cannot be its own background.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from gwbatch.background import BackgroundResult
+from gwbatch.background.far import far_from_counts, ifar_years, n_louder
+from gwbatch.background.slides import slide_shifts
+
+
+def shared_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float) -> np.ndarray:
+    """Per zero-lag event: trial events ranked at least as high whose pivot trigger is its own
+    (pivot detector ``j``, pivot sample within ``window`` samples of the event's sample in ``j``)."""
+    counts = np.zeros(len(zero_lag), dtype=np.int64)
+    if zero_lag.empty or trials.empty:
+        return counts
+    rank = zero_lag["rank"].to_numpy(np.float64)
+    for j, ifo in enumerate(ifos):
+        bg = trials[trials["pivot"] == j]
+        if bg.empty:
+            continue
+        order = np.argsort(bg[f"sample_{ifo}"].to_numpy(), kind="stable")
+        when = bg[f"sample_{ifo}"].to_numpy(np.float64)[order]
+        bg_rank = bg["rank"].to_numpy(np.float64)[order]
+        mine = zero_lag[f"sample_{ifo}"].to_numpy(np.float64)
+        lo = np.searchsorted(when, mine - window, side="left")
+        hi = np.searchsorted(when, mine + window, side="right")
+        for i in np.flatnonzero(hi > lo):
+            counts[i] += int(np.count_nonzero(bg_rank[lo[i]:hi[i]] >= rank[i]))
+    return counts
+
+
+def trial_background(zero_lag: pd.DataFrame, trials: pd.DataFrame, livetime: np.ndarray, *,
+                     ifos: tuple[str, ...], step: float, window: float) -> BackgroundResult:
+    """Zero-lag events with inclusive and exclusive FARs against the trial events.
+
+    ``livetime``: per trial (s), ``[0]`` zero lag; ``step``: trial step (s); ``window``: the pivot
+    window (samples) for the exclusive FAR.
+    """
+    t_bg = float(np.sum(livetime[1:]))
+    inclusive = n_louder(trials["rank"].to_numpy(), zero_lag["rank"].to_numpy())
+    exclusive = inclusive - shared_trials(zero_lag, trials, ifos, window)
+    fg = zero_lag.assign(
+        n_louder=inclusive, n_louder_exclusive=exclusive,
+        far=far_from_counts(inclusive, t_bg), far_exclusive=far_from_counts(exclusive, t_bg),
+    )
+    fg["ifar_years"] = ifar_years(fg["far"].to_numpy())
+    fg["ifar_exclusive_years"] = ifar_years(fg["far_exclusive"].to_numpy())
+    n_trials = len(livetime) - 1
+    shifts = slide_shifts(len(ifos), n_trials, step, np.inf) if n_trials else np.zeros((1, len(ifos)))
+    method = (f"time-shifted trials: {n_trials} per chunk, detector j moved by k x {step:g} s x j in trial k, "
+              f"wrapped within each chunk")
+    return BackgroundResult(fg, trials, shifts, np.asarray(livetime, dtype=np.float64), method)

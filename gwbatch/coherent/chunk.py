@@ -1,0 +1,247 @@
+"""The coherent stage of one chunk: per-detector SPIIR triggers to network events with trials.
+
+As gstlal-spiir's post-processing (seed 000 §III; ALGORITHMS.md §3), every detector takes its turn
+as pivot:
+
+1. **Pivot candidates**: each detector's triggers, the loudest of any template within the search's
+   cluster window (:func:`pivot_candidates`).
+2. **SNR series**: the candidates' templates are filtered again in every detector, masked where the
+   data are not valid and aligned on the merger (sample ``k`` of every series is merger time ``k``,
+   whatever each detector's filter delay; :func:`aligned_snr`).
+3. **Coherent events** (:func:`gwbatch.coherent.stage.coherent_events`): the sky maximum of the
+   coherent SNR for zero lag and ``K`` time-shifted trials, with null SNR, chi-squared and rank.
+   In trial ``k`` detector ``j`` is read ``k * step * (j - pivot)`` samples from the pivot, wrapped
+   within the chunk (its own samples plus a margin for arrival delays): relative to the first
+   detector, detector ``j`` moves by ``k * step * j``, the shared time-slide convention
+   (:mod:`gwbatch.background.slides`), so trial ``k`` of every pivot is one time slide of the chunk.
+4. **Network consistency and clustering**: an event needs ``min_ifos`` detectors with SNR at
+   least ``ifo_snr`` (the pivot is one): with three detectors the sky maximum can put almost any
+   single-detector excess in the signal space, so without this one detector's glitch, or a loud
+   signal in one detector shifted against noise in the others, would be a network event.  Then,
+   per trial, the highest-ranked event within the cluster window of the first detector's read time
+   (the same instant for every pivot in a given slide) is kept.
+5. **Skymaps** for zero-lag events ranked at least the threshold
+   (:func:`gwbatch.coherent.skymap.posterior` over the whole grid).
+
+Trial livetimes come from the detectors' analysed segments on the chunk's own samples, shifted
+the same way (:func:`gwbatch.background.slides.slide_livetimes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gwbatch._xp import array_namespace, to_host
+from gwbatch.background.slides import slide_livetimes, slide_shifts
+from gwbatch.candidates.coincidence import cluster_in_time
+from gwbatch.coherent.network import network_geometry
+from gwbatch.coherent.sky import sky_grid
+from gwbatch.coherent.skymap import posterior
+from gwbatch.coherent.stage import coherent_events
+from gwbatch.coherent.statistic import at_directions
+from gwbatch.conditioning.mask import mask_to_segments
+from gwbatch.spiir.bank import FilterBank
+from gwbatch.spiir.filtering import filter_bank
+
+#: Bytes of merger-aligned SNR series held at once (templates are taken in batches to fit).
+SERIES_BUDGET = {"numpy": 512 * 2**20, "cupy": 4 * 2**30}
+
+
+@dataclass(frozen=True)
+class CoherentSettings:
+    n_trials: int
+    step: int  # samples
+    cluster: int  # samples: clustering window of network events
+    candidate_window: float  # samples: clustering of pivot triggers over templates
+    sky_order: int
+    skymap_threshold: float
+    temperature: float  # skymap width (gwbatch.coherent.skymap.posterior)
+    ifo_snr: float  # an event needs min_ifos detectors at least this loud
+    min_ifos: int
+    batch: int  # most templates per pass
+
+
+@dataclass(frozen=True)
+class ChunkNetwork:
+    """One chunk's detectors: filter inputs and validity (backend arrays over the read span), banks,
+    where the read span starts and which of its samples the chunk owns, and the geometry time."""
+
+    ifos: tuple[str, ...]
+    x: list
+    valid: list
+    banks: list[FilterBank]
+    read_start: int
+    own: tuple[int, int]
+    sample_rate: float
+    gps: float
+
+
+def pivot_candidates(triggers: pd.DataFrame, ifos: tuple[str, ...], window: float) -> pd.DataFrame:
+    """Each detector's triggers that are the loudest of any template within ``window`` samples of
+    their peak: columns ``pivot`` (detector index), ``template``, ``merger`` (store sample), ``snr``."""
+    out = []
+    for j, ifo in enumerate(ifos):
+        df = triggers[triggers["ifo"] == ifo]
+        if df.empty:
+            continue
+        keep = cluster_in_time(df["sample"].to_numpy(np.float64), df["snr"].to_numpy(np.float64), window)
+        out.append(pd.DataFrame({"pivot": j, "template": df["template"].to_numpy(np.int64)[keep],
+                                 "merger": df["merger"].to_numpy(np.int64)[keep],
+                                 "snr": df["snr"].to_numpy(np.float64)[keep]}))
+    if not out:
+        return pd.DataFrame({"pivot": np.zeros(0, np.int64), "template": np.zeros(0, np.int64),
+                             "merger": np.zeros(0, np.int64), "snr": np.zeros(0)})
+    return pd.concat(out, ignore_index=True)
+
+
+def aligned_snr(x, valid, bank: FilterBank, templates: np.ndarray):
+    """Complex SNR series of ``templates`` (``(B, N)`` complex64 on the backend of ``x``), zero where
+    the data are not valid, shifted so that sample ``k`` is merger time ``k`` (zero past the ends)."""
+    xp = array_namespace(x)
+    part = bank.subset(np.asarray(templates, dtype=np.int64))
+    z = filter_bank(x, part.a, part.b, part.d) * valid.astype(xp.float32)[None, :]
+    out = xp.zeros_like(z)
+    n = z.shape[1]
+    for row, delay in enumerate(part.merger_delay.tolist()):
+        if delay >= 0:
+            out[row, : n - delay] = z[row, delay:]
+        else:
+            out[row, -delay:] = z[row, : n + delay]
+    return out
+
+
+def trial_livetimes(valid_own: list[np.ndarray], n_trials: int, step: int, sample_rate: float,
+                    min_ifos: int) -> np.ndarray:
+    """Livetime (s) of zero lag and each trial on the chunk's own samples (host validity masks)."""
+    span = valid_own[0].size
+    segments = [mask_to_segments(v) / sample_rate for v in valid_own]
+    shifts = slide_shifts(len(valid_own), n_trials, step / sample_rate, span / sample_rate)
+    return slide_livetimes(segments, shifts, span / sample_rate, min_ifos)
+
+
+def _margin(net: ChunkNetwork, offsets: np.ndarray) -> int:
+    """Samples beyond the chunk's own that zero-lag reads may need: arrival offsets, merger delays
+    and chi-squared lags."""
+    delays = max(int(np.abs(b.merger_delay).max()) for b in net.banks)
+    lags = max((b.autocorr.shape[1] - 1) // 2 for b in net.banks)
+    return int(np.abs(offsets).max()) + delays + lags + 1
+
+
+def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: CoherentSettings):
+    """``(events, skymaps, livetime)`` of one chunk (module docstring): the clustered events of
+    every trial as a table, the skymaps of zero-lag events ``(E, P)`` float32 (row ``skymap`` of
+    the table, ``-1`` without one) and the livetime of every trial (s)."""
+    n_det, fs = len(net.ifos), net.sample_rate
+    xp = array_namespace(net.x[0])
+    grid = sky_grid(settings.sky_order)
+    geometry = network_geometry(net.ifos, grid, net.gps)
+    sigma = np.array([float(np.median(b.sigma)) for b in net.banks])
+    table = geometry.sky_table(fs, sigma)
+    n = int(net.x[0].shape[0])
+    pad = _margin(net, table.offsets)
+    lo, hi = net.own[0] - pad, net.own[1] + pad
+    if lo < 0 or hi + pad > n:
+        raise RuntimeError(f"chunk halo too short for the coherent stage: needs {pad} samples either side")
+    window = (lo, hi - lo)
+    host_valid = [to_host(v).astype(bool) for v in net.valid]
+    livetime = trial_livetimes([v[net.own[0]:net.own[1]] for v in host_valid], settings.n_trials, settings.step, fs,
+                               settings.min_ifos)
+    cands = pivot_candidates(triggers, net.ifos, settings.candidate_window)
+    cands = cands.assign(sample=cands["merger"].to_numpy() - net.read_start)
+    outside = (cands["sample"] < lo) | (cands["sample"] >= hi)
+    if outside.any():
+        raise RuntimeError(f"{int(outside.sum())} pivot candidates outside the coherent window [{lo}, {hi})")
+    unique = np.unique(cands["template"].to_numpy())
+    per_template = 2 * n_det * n * 8  # the filter output and its aligned copy
+    budget = SERIES_BUDGET["numpy" if xp is np else "cupy"]
+    batch = int(max(1, min(settings.batch, budget // per_template)))
+    parts, maps = [], []
+    for first in range(0, unique.size, batch):
+        templates = unique[first:first + batch]
+        snr = xp.stack([aligned_snr(net.x[j], net.valid[j], net.banks[j], templates) for j in range(n_det)])
+        autocorr = xp.stack([xp.asarray(net.banks[j].autocorr[templates]) for j in range(n_det)])
+        mine = cands[cands["template"].isin(templates)]
+        slot = np.searchsorted(templates, mine["template"].to_numpy())
+        sample = mine["sample"].to_numpy(np.int64)
+        pivot = mine["pivot"].to_numpy(np.int64)
+        ev = coherent_events(snr, autocorr, slot, sample, pivot, table, n_trials=settings.n_trials,
+                             step=settings.step, window=window)
+        frame = _event_rows(ev, mine, net, geometry.delays, grid, host_valid)
+        loud = np.flatnonzero(ev.rank[:, 0] >= settings.skymap_threshold)
+        if loud.size:
+            full = at_directions(snr, slot[loud], sample[loud], pivot[loud], table,
+                                 xp.arange(grid.size)[None, :], 0, window=window)
+            rho_c2 = to_host(full.rho_c2)
+            maps += [posterior(r, settings.temperature).astype(np.float32) for r in rho_c2]
+            marker = np.full(len(frame), -1, np.int64)
+            zero = np.flatnonzero(frame["trial"].to_numpy() == 0)
+            marker[zero[loud]] = len(maps) - loud.size + np.arange(loud.size)
+            frame["skymap"] = marker
+        else:
+            frame["skymap"] = -1
+        parts.append(frame)
+    events = pd.concat(parts, ignore_index=True) if parts else _empty_events(net.ifos)
+    events = _cluster_trials(events, settings, f"sample_{net.ifos[0]}")
+    used = np.unique(events["skymap"].to_numpy()[events["skymap"].to_numpy() >= 0])
+    remap = np.full(len(maps) + 1, -1, np.int64)  # the extra last entry maps "no skymap" (-1) to -1
+    remap[used] = np.arange(used.size)
+    events["skymap"] = remap[events["skymap"].to_numpy()]
+    skymaps = np.stack([maps[i] for i in used]) if used.size else np.zeros((0, grid.size), np.float32)
+    return events, skymaps, livetime
+
+
+def _event_rows(ev, cands: pd.DataFrame, net: ChunkNetwork, delays: np.ndarray, grid, valid: list[np.ndarray]) -> pd.DataFrame:
+    """One row per (candidate, trial): the statistics at the sky maximum, store samples read."""
+    n_cand, n_trial = ev.rho_c.shape
+    flat = lambda a: np.asarray(a).reshape(n_cand * n_trial, *np.shape(a)[2:])  # noqa: E731
+    pivot = np.repeat(cands["pivot"].to_numpy(np.int64), n_trial)
+    pixel = flat(ev.pixel)
+    index = flat(ev.sample)  # (rows, D), relative to the read start
+    seen = np.stack([valid[j][index[:, j]] for j in range(len(net.ifos))], axis=1)
+    pivot_index = index[np.arange(index.shape[0]), pivot]
+    geocent = pivot_index - delays[pixel, pivot] * net.sample_rate + net.read_start
+    cols = {
+        "trial": np.tile(np.arange(n_trial), n_cand),
+        "candidate": np.repeat(cands.index.to_numpy(np.int64), n_trial),
+        "pivot": pivot,
+        "template": np.repeat(cands["template"].to_numpy(np.int64), n_trial),
+        "mass1": np.repeat(net.banks[0].mass1[cands["template"].to_numpy(np.int64)], n_trial),
+        "mass2": np.repeat(net.banks[0].mass2[cands["template"].to_numpy(np.int64)], n_trial),
+        "snr": flat(ev.rho_c), "null_snr": flat(ev.rho_null), "chisq": flat(ev.chisq), "rank": flat(ev.rank),
+        "pixel": pixel, "ra": grid.ra[pixel], "dec": grid.dec[pixel],
+        "geocent_sample": geocent, "n_ifos": seen.sum(axis=1),
+    }
+    z = flat(ev.snr)
+    for j, ifo in enumerate(net.ifos):
+        cols[f"sample_{ifo}"] = index[:, j] + net.read_start
+        cols[f"snr_{ifo}"] = np.where(seen[:, j], np.abs(z[:, j]), np.nan)
+        cols[f"phase_{ifo}"] = np.where(seen[:, j], np.angle(z[:, j]), np.nan)
+        cols[f"chisq_{ifo}"] = np.where(seen[:, j], flat(ev.chisq_ifo)[:, j], np.nan)
+    return pd.DataFrame(cols)
+
+
+def _empty_events(ifos) -> pd.DataFrame:
+    cols = {c: np.zeros(0, np.int64) for c in ("trial", "candidate", "pivot", "template", "pixel", "n_ifos", "skymap")}
+    cols |= {c: np.zeros(0) for c in ("mass1", "mass2", "snr", "null_snr", "chisq", "rank", "ra", "dec",
+                                      "geocent_sample")}
+    for ifo in ifos:
+        cols |= {f"sample_{ifo}": np.zeros(0, np.int64), f"snr_{ifo}": np.zeros(0), f"phase_{ifo}": np.zeros(0),
+                 f"chisq_{ifo}": np.zeros(0)}
+    return pd.DataFrame(cols)
+
+
+def _cluster_trials(events: pd.DataFrame, settings: CoherentSettings, ref: str) -> pd.DataFrame:
+    """Per trial, the highest-ranked event within the cluster window of the first detector's read
+    time; events with fewer than ``min_ifos`` detectors at ``ifo_snr`` are dropped first."""
+    loud = np.stack([events[c].to_numpy(np.float64) for c in events.columns if c.startswith("snr_")], axis=1)
+    events = events[(np.nan_to_num(loud, nan=0.0) >= settings.ifo_snr).sum(axis=1) >= settings.min_ifos]
+    out = []
+    for _, df in events.groupby("trial", sort=True):
+        keep = cluster_in_time(df[ref].to_numpy(np.float64), df["rank"].to_numpy(np.float64), settings.cluster)
+        out.append(df[keep])
+    if not out:
+        return events.iloc[:0].reset_index(drop=True)
+    return pd.concat(out).sort_values(["trial", ref], kind="stable").reset_index(drop=True)
