@@ -89,8 +89,8 @@ def test_injection_is_found_coherently_and_localised(injected):
     best = ev.pixel[0, 0]
     error = np.degrees(angular_distance(grid.ra[best], grid.dec[best], row["ra"], row["dec"]))
     assert error < 20.0
-    # The map, at the P-P-calibrated width (gwbatch.coherent.skymap.TEMPERATURE): 90% area 27 deg^2,
-    # the source at credible level 0.96 (one draw; with the uncalibrated T = 1 it was 1.0)
+    # The map, at the P-P-calibrated width (gwbatch.coherent.skymap.TEMPERATURE = 3.25): 90% area
+    # 37 deg^2, the source at credible level 0.91 (one draw; with the uncalibrated T = 1 it was 1.0)
     maps = at_directions(snr, [0], [k], [0], table, np.arange(grid.size)[None, :], 0, window=injected["window"])
     prob = posterior(maps.rho_c2[0])
     assert prob.sum() == pytest.approx(1.0) and int(np.argmax(prob)) == best

@@ -5,10 +5,11 @@ direction ``p``, maximised over the four amplitude parameters, is ``exp(rho_c^2(
 coherent statistic is the log likelihood ratio; Harry & Fairhurst 2011, PRD 83, 084002, eq. 2.18).
 The map is ``P(p) ∝ exp(rho_c^2(p) / (2 T))``, normalised with log-sum-exp.  ``T = 1`` is that
 profile likelihood, and it is overconfident: SNRs are read at whole-sample offsets and with the
-template's mismatch.  ``T`` is therefore calibrated by the P-P test (:func:`pp_test`).  On 36
-simulated H1-L1-V1 binaries at 1024 Hz (network SNR 12-30) the KS p-values are 1e-6 at T = 1,
-0.007 at 1.5, 0.14 at 2, 0.56 at 2.5 and 0.77 at 3 (docs/decisions.md); the default is
-``TEMPERATURE``.  Areas are in square degrees; the
+template's mismatch.  ``T`` is therefore calibrated by the P-P test (:func:`pp_test`); it is the
+campaign setting ``search.coherent.skymap_temperature``, default ``TEMPERATURE``.  Two studies
+(docs/decisions.md): 36 H1-L1-V1 binaries at 1024 Hz filtered with their own templates (KS p 1e-6
+at T = 1, 0.14 at 2, 0.56 at 2.5, 0.77 at 3), and the 100-BNS campaign at 4096 Hz through the whole
+search (p 2e-4 at 2.5, 0.04 at 3, 0.16 at 3.25, 0.003 at 4).  Areas are in square degrees; the
 credible area at level ``q`` is the smallest set of pixels, most probable first, that holds ``q``.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 
 
 #: Likelihood temperature of the skymaps, from the P-P test (module docstring).
-TEMPERATURE = 2.5
+TEMPERATURE = 3.25
 
 
 def posterior(rho_c2: np.ndarray, temperature: float = TEMPERATURE) -> np.ndarray:
