@@ -2,14 +2,23 @@
 
 An injection is found by a candidate when, in every detector the candidate has, the trigger time
 lies within the injection's pulse width (energy FWHM, at least one sample) of the injection's
-arrival time in that detector.  Of several such candidates the one with the highest ranking
-statistic is taken.  Injections arriving outside the analysed time of fewer than ``min_ifos``
+arrival time in that detector.  For candidates with a sky direction (the coherent SPIIR search,
+column ``ra``) only detectors with SNR at least ``LOCATED_SNR`` count: their per-detector times are
+the samples read at the best direction, and in a detector that holds little of the signal that
+sample is set by noise, up to the light travel time away.  (Their geocentric time is no better:
+on a two-detector ring the best direction's delay to the geocentre is uncertain by up to 21 ms.)
+Of several
+matching candidates the one with the highest ranking statistic (``rank``, else ``snr``) is taken.  Injections arriving outside the analysed time of fewer than ``min_ifos``
 detectors are marked ``analysed = False`` (they could not be found) rather than silently dropped.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+#: Detector SNR from which a sky-located candidate's time in that detector must match (the
+#: coherent stage's default ``ifo_snr``).
+LOCATED_SNR = 4.0
 import pandas as pd
 
 
@@ -44,7 +53,11 @@ def match_injections(
     best = np.full(n, -1, dtype=np.int64)
     if len(candidates):
         cand_times = {ifo: candidates[f"time_{ifo}"].to_numpy(dtype=np.float64) for ifo in ifos}
-        cand_snr = candidates["snr"].to_numpy(dtype=np.float64)
+        if "ra" in candidates:  # sky-located: only detectors that hold the signal
+            for ifo in ifos:
+                quiet = ~(candidates[f"snr_{ifo}"].to_numpy(dtype=np.float64) >= LOCATED_SNR)
+                cand_times[ifo] = np.where(quiet, np.nan, cand_times[ifo])
+        cand_snr = candidates["rank" if "rank" in candidates else "snr"].to_numpy(dtype=np.float64)
         for lo in range(0, n, 256):  # blocks keep the injection x candidate matrix small
             rows = slice(lo, min(lo + 256, n))
             matches = np.ones((rows.stop - rows.start, len(candidates)), dtype=bool)
