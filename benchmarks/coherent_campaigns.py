@@ -1,7 +1,7 @@
 """Campaigns of the coherent SPIIR search on simulated H1-L1-V1 data (issue 4 acceptance).
 
 ``injections``: binaries injected at network SNR 8-30 into design noise, searched with a bank
-(default: the narrow BNS bank, 546 templates from 40 Hz); reports the detection efficiency against
+(default: the narrow BNS bank, 566 templates from 40 Hz); reports the detection efficiency against
 injected network SNR, the P-P test of the skymaps (KS p-value over the found injections' credible
 levels), the median 90% area, searched area and angular error.
 
