@@ -6,8 +6,12 @@ candidates x (N_bg = 100 trials + zero lag) x 12288 directions (HEALPix order 5)
 196608-direction grid (order 7).  ``--backend numpy`` runs
 the numba CPU twin on fewer candidates and reports the same per-evaluation rate.
 
-The kernel's time excludes the null SNR at the maxima (a vectorised gather, timed separately).
-Times are CUDA-event medians after a warm-up.
+"Kernel" is the launch alone, on a launch layout prepared once (candidates grouped by pivot, block
+table: what each call builds from the host pivots); "with the launch layout" adds building and
+uploading it.  Neither includes the null SNR at the maxima (a vectorised gather; the end-to-end
+``max_over_sky`` row has it).  Times are CUDA-event medians after a warm-up.  The GPU's clock is
+whatever it runs at: under Nsight Compute (locked at 1.5 GHz) the kernel took 1.82 ms
+(results/coherent_h200_ncu.txt).
 
 usage: python benchmarks/coherent_kernel.py [--backend cupy|numpy] [--repeat 20] [--out results.json]
 """
@@ -44,25 +48,37 @@ def problem(n_cand: int, order: int, fs: float, seconds: float = 32.0, seed: int
                 table=network_geometry(IFOS, sky_grid(order), GPS).sky_table(fs, np.array([100.0, 120.0, 60.0])))
 
 
-def time_cuda(case: dict, n_trials: int, step: int, repeat: int) -> float:
+def time_cuda(case: dict, n_trials: int, step: int, repeat: int) -> tuple[float, float]:
+    """``(kernel, call)``: CUDA-event medians of the kernel launch alone (launch layout prepared
+    once, as a chunk does per call) and of the whole ``max_over_sky_cuda`` call (layout built and
+    uploaded from the host pivots each time)."""
     import cupy
 
-    from gwbatch.coherent._cuda import max_over_sky_cuda
+    from gwbatch.coherent._cuda import device_sky_table, launch, launch_plan, max_over_sky_cuda
 
     args = _inputs(cupy, case["snr"], case["slot"], case["sample"], case["pivot"])
-    span = args[0].shape[2]
-    run = lambda: max_over_sky_cuda(*args, case["table"], n_trials, step, 0, span)  # noqa: E731
-    run()
-    cupy.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeat):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
+    snr, slot, sample, _ = args
+    span = snr.shape[2]
+    table = case["table"]
+    plan = launch_plan(case["pivot"], snr.shape[0], n_trials, device_sky_table(table)["rows"])
+    rho_c2 = cupy.empty((slot.size, n_trials + 1), cupy.float32)
+    pixel = cupy.empty((slot.size, n_trials + 1), cupy.int32)
+    kernel = lambda: launch(snr, slot, sample, table, plan, n_trials, step, 0, span, rho_c2, pixel)  # noqa: E731
+    call = lambda: max_over_sky_cuda(*args, table, n_trials, step, 0, span, pivot_host=case["pivot"])  # noqa: E731
+    out = []
+    for run in (kernel, call):
         run()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e-3)
-    return statistics.median(times)
+        cupy.cuda.Device().synchronize()
+        times = []
+        for _ in range(repeat):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e-3)
+        out.append(statistics.median(times))
+    return out[0], out[1]
 
 
 def main() -> int:
@@ -83,17 +99,18 @@ def main() -> int:
                    ("100 x 101 x 196608 x 3, 2048 Hz", 100, 7, 2048.0)]
         for label, n_cand, order, fs in configs:
             case = problem(n_cand, order, fs)
-            t = time_cuda(case, n_trials, int(0.1 * fs), args.repeat)
+            t, t_call = time_cuda(case, n_trials, int(0.1 * fs), args.repeat)
             evals = n_cand * (n_trials + 1) * sky_grid(order).size
-            rows.append(dict(case=label, seconds=t, evaluations_per_s=evals / t))
-            print(f"{label:42s} {t * 1e3:8.3f} ms   {evals / t:.3e} direction-evaluations/s", flush=True)
+            rows.append(dict(case=label, seconds=t, evaluations_per_s=evals / t, call_seconds=t_call))
+            print(f"{label:42s} {t * 1e3:8.3f} ms   {evals / t:.3e} direction-evaluations/s; "
+                  f"with the launch layout: {t_call * 1e3:.3f} ms", flush=True)
         from gwbatch.coherent import _cuda
 
         default = _cuda.MIN_BLOCKS
         for blocks in args.min_blocks:  # tuning: recompile with another register cap
             _cuda.MIN_BLOCKS = blocks
             _cuda._module.cache_clear()
-            t = time_cuda(problem(1000, 5, 2048.0), n_trials, 204, args.repeat)
+            t, _ = time_cuda(problem(1000, 5, 2048.0), n_trials, 204, args.repeat)
             rows.append(dict(case=f"seed config, __launch_bounds__(256, {blocks})", seconds=t))
             print(f"{'seed config, min blocks ' + str(blocks):42s} {t * 1e3:8.3f} ms", flush=True)
         _cuda.MIN_BLOCKS = default

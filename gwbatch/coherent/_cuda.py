@@ -230,40 +230,66 @@ def device_table(offsets: np.ndarray, projection: np.ndarray) -> dict:
     return dict(start=start, row_base=row_base, records=records)
 
 
-def max_over_sky_cuda(snr, slot, sample, pivot, table, n_trials, step, lo, span):
-    """CuPy twin of ``statistic._max_over_sky``: ``(rho_c2, pixel)``, each ``(C, K+1)``."""
+def launch_plan(pivot: np.ndarray, n_det: int, n_trials: int, rows: np.ndarray) -> dict:
+    """Host-side launch layout (uploaded once per call): candidates grouped by pivot, each pivot's
+    (candidate, trial) tasks in blocks of 32, and the shared memory a block needs.  ``pivot`` is the
+    host array of candidate pivots, ``rows`` the shared-memory rows per pivot."""
     import cupy
 
-    n_det, n_slot, n = snr.shape
-    if "cuda-kernel" not in table.device:
-        host = device_table(table.offsets, table.projection)
-        table.device["cuda-kernel"] = {k: cupy.asarray(v) for k, v in host.items()} | {"rows": host["row_base"][:, -1]}
-    dev = table.device["cuda-kernel"]
+    pivot = np.asarray(pivot, dtype=np.int64)
     n_trials1 = n_trials + 1
-    rho_c2 = cupy.empty((slot.size, n_trials1), dtype=cupy.float32)
-    pixel = cupy.empty((slot.size, n_trials1), dtype=cupy.int32)
-    if slot.size == 0:
-        return rho_c2, pixel
-    # candidates grouped by pivot; each pivot's (candidate, trial) tasks in blocks of 32
-    pivots = cupy.asnumpy(pivot)
-    order = np.argsort(pivots, kind="stable").astype(np.int32)
-    counts = np.bincount(pivots, minlength=n_det)
+    order = np.argsort(pivot, kind="stable").astype(np.int32)
+    counts = np.bincount(pivot, minlength=n_det)
     task_offset = np.concatenate([[0], np.cumsum(counts)])[:-1] * n_trials1
     pivot_tasks = np.column_stack([task_offset, counts * n_trials1]).astype(np.int64)
-    blocks = [(piv, first) for piv in range(n_det) for first in range(0, int(counts[piv]) * n_trials1, 32)]
-    block_pivot = np.array([b[0] for b in blocks], np.int32)
-    block_first = np.array([b[1] for b in blocks], np.int64)
-    rows = int(dev["rows"][np.unique(pivots)].max())
-    shared = rows * STRIDE * 8
+    n_blocks = -(-counts * n_trials1 // 32)
+    block_pivot = np.repeat(np.arange(n_det, dtype=np.int32), n_blocks)
+    block_first = (np.arange(int(n_blocks.sum())) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks)) * 32
+    shared = int(rows[np.unique(pivot)].max()) * STRIDE * 8 if pivot.size else 0
     if shared > SHARED_LIMIT:
         raise ValueError(f"the arrival windows need {shared} bytes of shared memory per block, more than "
                          f"{SHARED_LIMIT}: lower the sample rate of the SNR series")
+    return dict(blocks=int(block_pivot.size), shared=shared, order=cupy.asarray(order),
+                pivot_tasks=cupy.asarray(pivot_tasks), block_pivot=cupy.asarray(block_pivot),
+                block_first=cupy.asarray(block_first.astype(np.int64)))
+
+
+def device_sky_table(table) -> dict:
+    """The kernel's layout of ``table`` on the device, made once per table."""
+    import cupy
+
+    if "cuda-kernel" not in table.device:
+        host = device_table(table.offsets, table.projection)
+        table.device["cuda-kernel"] = {k: cupy.asarray(v) for k, v in host.items()} | {"rows": host["row_base"][:, -1]}
+    return table.device["cuda-kernel"]
+
+
+def launch(snr, slot, sample, table, plan: dict, n_trials, step, lo, span, rho_c2, pixel) -> None:
+    """The kernel alone, on a prepared :func:`launch_plan`, writing ``rho_c2`` and ``pixel``."""
+    import cupy
+
+    n_det, n_slot, n = snr.shape
+    dev = device_sky_table(table)
     kernel = _module().get_function(kernel_name(n_det))
-    if shared > 48 * 1024:  # beyond the default 48 KB a kernel opts in (cuFuncSetAttribute)
-        kernel.max_dynamic_shared_size_bytes = shared
-    kernel((len(blocks),), (32 * WARPS,), (
-        snr, cupy.int64(n), cupy.int32(n_slot), cupy.asarray(block_pivot), cupy.asarray(block_first),
-        cupy.asarray(pivot_tasks), cupy.asarray(order), slot, sample, dev["records"], dev["start"],
-        dev["row_base"], cupy.int32(table.n_dir), cupy.int32(n_trials1), cupy.int64(step), cupy.int64(lo),
-        cupy.int64(span), rho_c2, pixel), shared_mem=shared)
+    if plan["shared"] > 48 * 1024:  # beyond the default 48 KB a kernel opts in (cuFuncSetAttribute)
+        kernel.max_dynamic_shared_size_bytes = plan["shared"]
+    kernel((plan["blocks"],), (32 * WARPS,), (
+        snr, cupy.int64(n), cupy.int32(n_slot), plan["block_pivot"], plan["block_first"], plan["pivot_tasks"],
+        plan["order"], slot, sample, dev["records"], dev["start"], dev["row_base"], cupy.int32(table.n_dir),
+        cupy.int32(n_trials + 1), cupy.int64(step), cupy.int64(lo), cupy.int64(span), rho_c2, pixel),
+        shared_mem=plan["shared"])
+
+
+def max_over_sky_cuda(snr, slot, sample, pivot, table, n_trials, step, lo, span, pivot_host=None):
+    """CuPy twin of ``statistic._max_over_sky``: ``(rho_c2, pixel)``, each ``(C, K+1)``.
+    ``pivot_host``: the pivots on the host, when the caller has them (saves a copy back)."""
+    import cupy
+
+    rho_c2 = cupy.empty((slot.size, n_trials + 1), dtype=cupy.float32)
+    pixel = cupy.empty((slot.size, n_trials + 1), dtype=cupy.int32)
+    if slot.size == 0:
+        return rho_c2, pixel
+    pivots = cupy.asnumpy(pivot) if pivot_host is None else pivot_host
+    plan = launch_plan(pivots, snr.shape[0], n_trials, device_sky_table(table)["rows"])
+    launch(snr, slot, sample, table, plan, n_trials, step, lo, span, rho_c2, pixel)
     return rho_c2, pixel

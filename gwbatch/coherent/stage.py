@@ -61,10 +61,10 @@ def coherent_events(snr, autocorr, slot, sample, pivot, table: SkyTable, *, n_tr
     span)``: the samples trials wrap into (the chunk's valid span).
     """
     xp = array_namespace(snr)
+    _, pixel = sky_argmax(snr, slot, sample, pivot, table, n_trials, step, window)  # host pivots stay on the host
     slot = xp.asarray(slot, dtype=xp.int64)
     sample = xp.asarray(sample, dtype=xp.int64)
     pivot = xp.asarray(pivot, dtype=xp.int64)
-    _, pixel = sky_argmax(snr, slot, sample, pivot, table, n_trials, step, window)
     trial = xp.broadcast_to(xp.arange(n_trials + 1)[None, :], pixel.shape)
     at = at_directions(snr, slot, sample, pivot, table, pixel, trial, step, window)  # once, in float64
     n_det = snr.shape[0]

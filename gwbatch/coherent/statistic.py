@@ -140,6 +140,7 @@ def sky_argmax(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, ste
     """The kernel alone: ``(rho_c2, pixel)`` of the maximum over the sky per (candidate, trial),
     each ``(C, K+1)``; CUDA for CuPy ``snr``, else numba (arguments as :func:`max_over_sky`)."""
     xp = array_namespace(snr)
+    pivot_host = np.asarray(pivot) if isinstance(pivot, (np.ndarray, list, tuple)) else None
     args = _inputs(xp, snr, slot, sample, pivot)
     _check(*args, table)
     lo, span = window if window is not None else (0, args[0].shape[2])
@@ -147,7 +148,7 @@ def sky_argmax(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, ste
     if xp is not np:
         from gwbatch.coherent._cuda import max_over_sky_cuda
 
-        return max_over_sky_cuda(*args, table, n_trials, step, lo, span)
+        return max_over_sky_cuda(*args, table, n_trials, step, lo, span, pivot_host=pivot_host)
     shape = (args[1].size, n_trials + 1)
     rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
     offsets, proj = _table_on(np, table)
