@@ -137,10 +137,13 @@ class SpiirSearch:
                 spec: ChunkSpec) -> ChunkResult:
         search = campaign.search
 
+        filtered = {}  # each detector's filter input, made once for triggers and the coherent stage
+
         def search_one(series):
             bank = _bank(*resources["banks"][series.ifo])
             cond = series.cond
-            trig = find_triggers(filter_input(cond), cond.valid, bank, threshold=search.threshold,
+            filtered[series.ifo] = filter_input(cond)
+            trig = find_triggers(filtered[series.ifo], cond.valid, bank, threshold=search.threshold,
                                  cluster_window=int(round(search.cluster_window * bank.sample_rate)),
                                  batch=search.batch, own=series.own, origin=spec.read_start)
             frame = pd.DataFrame({
@@ -161,7 +164,7 @@ class SpiirSearch:
             meta = read_meta(campaign.data.store)
             fs = meta.sample_rate
             net = ChunkNetwork(
-                ifos=tuple(s.ifo for s in series), x=[filter_input(s.cond) for s in series],
+                ifos=tuple(s.ifo for s in series), x=[filtered[s.ifo] for s in series],
                 valid=[s.cond.valid for s in series], banks=[_bank(*resources["banks"][s.ifo]) for s in series],
                 read_start=spec.read_start, own=series[0].own, sample_rate=fs,
                 gps=float(sample_times(GPSTime.parse(meta.t0), 0.5 * (spec.start + spec.stop), fs)),
