@@ -243,6 +243,49 @@ class SpiirSearchConfig(StrictModel):
         return v
 
 
+class BurstSearchConfig(StrictModel):
+    """Unmodelled burst search, cWB style (ALGORITHMS.md §4): time-frequency pixels of whitened
+    data, clusters, a coherent sky loop over HEALPix, events ranked by rho.  Its lags are
+    ``background.slides`` shifts of ``background.slide_step`` per chunk."""
+
+    kind: Literal["burst"] = "burst"
+    f_low: PositiveFloat = Field(32.0, description="lowest pixel frequency (Hz)")
+    f_high: PositiveFloat = Field(1024.0, description="highest pixel frequency (Hz; at most Nyquist)")
+    resolutions: list[PositiveFloat] = Field(
+        [64.0, 32.0, 16.0, 8.0], description="pixel bandwidths (Hz), one per resolution; sample_rate / bandwidth must "
+                                             "be a power of two (pixel duration is 1 / (2 bandwidth))")
+    black_pixel_probability: float = Field(
+        0.001, gt=0, lt=0.5, description="fraction of a chunk's pixels selected per resolution (cWB bpp)")
+    pixel_threshold: PositiveFloat | None = Field(
+        None, description="network energy a pixel needs to enter the sky statistic at a direction; null: the "
+                          "90% noise quantile (chi-squared, 2 x detectors degrees of freedom)")
+    subnet_threshold: PositiveFloat | None = Field(
+        None, description="subnetwork energy a pixel needs to count as seen by two detectors or more; null: the 90% "
+                          "noise quantile of chi-squared with 2 x (detectors - 1) degrees of freedom")
+    subcut: float = Field(0.33, ge=-1, lt=1, description="early rejection of sky directions, (aa - m) / (aa + m) "
+                                                         "below this (seed 003: 0.33)")
+    regulator: NonNegativeFloat = Field(
+        1.0, description="polarisation regulator delta: 0 lets both polarisations free, large keeps only the dominant "
+                         "one (needed with two nearly aligned detectors)")
+    rho_min: PositiveFloat = Field(5.0, description="events below this rho are not kept")
+    cc_min: float = Field(0.5, ge=-1, le=1, description="events below this network correlation are not kept")
+    sky_order: int = Field(6, ge=0, le=8, description="HEALPix order of the sky grid (6: 49152 directions, 7: 196608)")
+    skymap_threshold: PositiveFloat = Field(8.0, description="zero-lag events with rho at least this get a skymap")
+    skymap_temperature: PositiveFloat = Field(
+        1.0, description="width of the skymaps, P ~ exp(Lo / 2T) with Lo the sky loop's likelihood")
+
+    @model_validator(mode="after")
+    def _band(self):
+        if self.f_high <= self.f_low:
+            raise ValueError(f"f_high ({self.f_high}) must be above f_low ({self.f_low})")
+        if not self.resolutions:
+            raise ValueError("resolutions needs at least one pixel bandwidth, e.g. [64, 32, 16, 8]")
+        ratios = sorted(self.resolutions, reverse=True)
+        if any(a != 2 * b for a, b in zip(ratios, ratios[1:])):
+            raise ValueError(f"resolutions must halve from one to the next (e.g. [64, 32, 16, 8]), got {self.resolutions}")
+        return self
+
+
 class CoincidenceConfig(StrictModel):
     min_ifos: PositiveInt = Field(2, description="detectors a candidate needs; 1 = single-series candidates")
     window: NonNegativeFloat = Field(0.005, description="seconds allowed beyond the light travel time")
@@ -284,7 +327,7 @@ class Campaign(StrictModel):
     description: str = ""
     data: DataConfig
     conditioning: ConditioningConfig = ConditioningConfig()
-    search: Annotated[PulseSearchConfig | SpiirSearchConfig, Field(discriminator="kind")]
+    search: Annotated[PulseSearchConfig | SpiirSearchConfig | BurstSearchConfig, Field(discriminator="kind")]
     coincidence: CoincidenceConfig = CoincidenceConfig()
     background: BackgroundConfig = BackgroundConfig()
     plan: PlanConfig = PlanConfig()
@@ -294,8 +337,8 @@ class Campaign(StrictModel):
 
     @model_validator(mode="after")
     def _spiir_needs_whitening(self):
-        if self.search.kind == "spiir" and not self.conditioning.whiten:
-            raise ValueError("search kind 'spiir' filters whitened strain: set conditioning.whiten: true")
+        if self.search.kind in ("spiir", "burst") and not self.conditioning.whiten:
+            raise ValueError(f"search kind {self.search.kind!r} needs whitened strain: set conditioning.whiten: true")
         return self
 
     @property

@@ -38,6 +38,16 @@ def _pair(text: str, name: str) -> tuple[float, float]:
     return parts[0], parts[1]
 
 
+def _floats(text: str, name: str) -> tuple[float, ...]:
+    try:
+        items = tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise ConfigError(f"{name} expects comma-separated numbers, got {text!r}") from None
+    if not items:
+        raise ConfigError(f"{name} needs at least one number, got {text!r}")
+    return items
+
+
 def _names(text: str, name: str) -> tuple[str, ...]:
     items = tuple(p.strip() for p in text.split(",") if p.strip())
     if not items:
@@ -76,14 +86,27 @@ def cmd_simulate(args) -> int:
             f_low=args.cbc_f_low,
             min_spacing=args.cbc_spacing,
         )
+    bursts = None
+    if args.burst_injections:
+        from gwbatch.simulate.bursts import BurstSpec
+
+        bursts = BurstSpec(
+            count=args.burst_injections,
+            hrss=_pair(args.burst_hrss, "--burst-hrss"),
+            waveforms=_names(args.burst_waveforms, "--burst-waveforms"),
+            f0=_floats(args.burst_f0, "--burst-f0"),
+            q=_floats(args.burst_q, "--burst-q"),
+            f_low=args.f_low,
+            min_spacing=args.burst_spacing,
+        )
     with tqdm(total=100, desc="simulate", unit="%", disable=None) as bar:
         def progress(frac):
             bar.update(round(100 * frac) - bar.n)
 
         path = simulate_store(
             args.out, ifos=_names(args.ifos, "--ifos"), duration=args.duration, sample_rate=args.sample_rate,
-            seed=args.seed, gps_start=args.gps_start, injections=spec, cbc=cbc, overwrite=args.overwrite,
-            progress=progress,
+            seed=args.seed, gps_start=args.gps_start, injections=spec, cbc=cbc, bursts=bursts,
+            overwrite=args.overwrite, progress=progress,
         )
     print(f"wrote {path}")
     return 0
@@ -207,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--injection-f0", default="200,500", help="sine-Gaussian frequency range (Hz)")
     sim.add_argument("--injection-q", default="2,5", help="sine-Gaussian Q range")
     sim.add_argument("--injection-spacing", type=float, default=2.0, help="minimum seconds between injections")
-    sim.add_argument("--f-low", type=float, default=20.0, help="low edge (Hz) of the injected-SNR integral")
+    sim.add_argument("--f-low", type=float, default=20.0,
+                     help="low edge (Hz) of the injected-SNR integral (transients and bursts)")
     sim.add_argument("--cbc-injections", type=int, default=0, help="number of compact binaries to inject (default 0)")
     sim.add_argument("--cbc-mass1", default="1.2,2.0", help="component mass range (Msun), uniform (default 1.2,2.0)")
     sim.add_argument("--cbc-mass2", default="1.2,2.0", help="component mass range (Msun), uniform (default 1.2,2.0)")
@@ -215,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--cbc-approximant", default="TaylorF2", help="waveform approximant (default TaylorF2)")
     sim.add_argument("--cbc-f-low", type=float, default=30.0, help="CBC waveform start and SNR integral (Hz)")
     sim.add_argument("--cbc-spacing", type=float, default=10.0, help="minimum seconds between CBC coalescences")
+    sim.add_argument("--burst-injections", type=int, default=0,
+                     help="number of astrophysical bursts (sine-Gaussian, white-noise burst) to inject (default 0)")
+    sim.add_argument("--burst-hrss", default="5e-23,1e-21", help="burst hrss range, log-uniform (default 5e-23,1e-21)")
+    sim.add_argument("--burst-waveforms", default="sine-gaussian,white-noise-burst", help="waveforms to draw from")
+    sim.add_argument("--burst-f0", default="70,235,554", help="sine-Gaussian frequencies (Hz), one drawn per burst")
+    sim.add_argument("--burst-q", default="3,9", help="sine-Gaussian quality factors, one drawn per burst")
+    sim.add_argument("--burst-spacing", type=float, default=10.0, help="minimum seconds between bursts")
     sim.add_argument("--overwrite", action="store_true", help="replace an existing store")
     sim.set_defaults(func=cmd_simulate)
 

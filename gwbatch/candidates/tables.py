@@ -122,19 +122,43 @@ def coherent_candidate_table(fg: pd.DataFrame, ifos: tuple[str, ...], t0, sample
     ``dec`` (rad), ``pivot`` (the detector whose trigger formed it), ``template``, ``mass1``,
     ``mass2``; ``skymap`` (file, empty without one) and ``area90`` (deg²).
     """
+    return network_candidate_table("spiir", fg, ifos, t0, sample_rate, skymaps,
+                                   ("null_snr", "chisq", "ra", "dec", "pivot", "template", "mass1", "mass2"))
+
+
+def burst_candidate_table(fg: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float,
+                          skymaps: np.ndarray) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Burst zero-lag events in the output format (:mod:`gwbatch.burst.chunk`), most significant
+    first, and their skymaps by file name.
+
+    ``gps_time``: geocentric, the energy-weighted centre of the cluster at the best direction;
+    ``snr`` = ``rank`` = ``rho``; ``cc`` (network correlation), ``energy``, ``likelihood``,
+    ``coherent_energy``, ``null_energy``, ``chisq``; ``frequency`` (energy-weighted), ``f_min``,
+    ``f_max``, ``duration`` (s), ``resolution`` (pixel bandwidth, Hz), ``n_pixels``; ``ra``,
+    ``dec`` (rad), ``pivot`` (the detector with most energy); per detector the arrival time and the
+    excess-energy SNR ``snr_<ifo>``; ``skymap`` and ``area90`` (deg²).
+    """
+    return network_candidate_table("burst", fg.assign(snr=fg["rho"]), ifos, t0, sample_rate, skymaps,
+                                   ("rho", "cc", "energy", "likelihood", "coherent_energy", "null_energy", "chisq",
+                                    "frequency", "f_min", "f_max", "duration", "resolution", "n_pixels", "ra",
+                                    "dec", "pivot"))
+
+
+def network_candidate_table(search: str, fg: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float,
+                            skymaps: np.ndarray, fields: tuple[str, ...]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Zero-lag network events (``gps_time``, ``n_ifos``, ``snr``, ``rank``, FARs, ``fields``, per
+    detector ``sample_``/``snr_<ifo>``, ``skymap`` row) in the output format, and their skymaps."""
     from gwbatch.coherent.skymap import credible_area
 
     cols, members = _detector_columns(fg, ifos, t0, sample_rate)
-    pivot = fg["pivot"].to_numpy(np.int64)
     table = pd.DataFrame({
-        "search": "spiir", "gps_time": fg["gps_time"].to_numpy(np.float64), "ifos": members,
-        "n_ifos": fg["n_ifos"].to_numpy(np.int64), "snr": fg["snr"].to_numpy(np.float64),
-        "rank": fg["rank"].to_numpy(np.float64), "null_snr": fg["null_snr"].to_numpy(np.float64),
-        "chisq": fg["chisq"].to_numpy(np.float64), "ra": fg["ra"].to_numpy(np.float64),
-        "dec": fg["dec"].to_numpy(np.float64), "pivot": np.array(ifos, dtype=object)[pivot] if len(fg) else [],
-        "template": fg["template"].to_numpy(np.int64), "mass1": fg["mass1"].to_numpy(np.float64),
-        "mass2": fg["mass2"].to_numpy(np.float64),
+        "search": search, "gps_time": fg["gps_time"].to_numpy(np.float64), "ifos": members,
+        "n_ifos": np.array([len(m.split(",")) if m else 0 for m in members], dtype=np.int64),
+        "snr": fg["snr"].to_numpy(np.float64), "rank": fg["rank"].to_numpy(np.float64),
     })
+    for name in fields:
+        values = fg[name].to_numpy()
+        table[name] = np.array(ifos, dtype=object)[values.astype(np.int64)] if name == "pivot" and len(fg) else values
     for c in ("far", "ifar_years", "far_exclusive", "ifar_exclusive_years", "n_louder", "n_louder_exclusive"):
         table[c] = fg[c].to_numpy()
     for name, values in cols.items():
@@ -168,6 +192,27 @@ def coherent_background_table(trials: pd.DataFrame, ifos: tuple[str, ...], t0, s
         "null_snr": trials["null_snr"].to_numpy(np.float64), "chisq": trials["chisq"].to_numpy(np.float64),
         "ifos": members, "pivot": np.array(ifos, dtype=object)[trials["pivot"].to_numpy(np.int64)] if len(trials) else [],
         "chunk": trials["chunk"].to_numpy(np.int64),
+    })
+    for name in (f"{f}_{ifo}" for ifo in ifos for f in ("time", "snr")):
+        table[name] = cols[name]
+    for j, ifo in enumerate(ifos):
+        table[f"shift_{ifo}"] = slide * step * j
+    return table.sort_values("rank", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def burst_background_table(lags: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float,
+                           step: float) -> pd.DataFrame:
+    """Lag events: ``slide`` (the lag), ``snr`` = ``rank`` = ``rho``, ``cc``, ``chisq``,
+    ``frequency``, ``duration``, ``ifos``, ``pivot``, ``chunk``, and per detector the time read
+    (unshifted), ``snr_<ifo>`` and its shift relative to the first detector ``shift_<ifo>`` (s)."""
+    cols, members = _detector_columns(lags, ifos, t0, sample_rate)
+    slide = lags["trial"].to_numpy(np.int64)
+    table = pd.DataFrame({
+        "slide": slide, "snr": lags["rho"].to_numpy(np.float64), "rank": lags["rank"].to_numpy(np.float64),
+        "cc": lags["cc"].to_numpy(np.float64), "chisq": lags["chisq"].to_numpy(np.float64),
+        "frequency": lags["frequency"].to_numpy(np.float64), "duration": lags["duration"].to_numpy(np.float64),
+        "ifos": members, "pivot": np.array(ifos, dtype=object)[lags["pivot"].to_numpy(np.int64)] if len(lags) else [],
+        "chunk": lags["chunk"].to_numpy(np.int64),
     })
     for name in (f"{f}_{ifo}" for ifo in ifos for f in ("time", "snr")):
         table[name] = cols[name]

@@ -28,6 +28,7 @@ class Conditioned:
     psd_segments: int
     snr2_per_energy: float | None  # rho^2 per unit whitened energy; None when not whitened
     note: str = ""
+    psd: tuple | None = None  # (frequencies, one-sided PSD) the data were whitened with, when whitened
 
 
 def filter_half_length(cfg: ConditioningConfig, sample_rate: float) -> int:
@@ -60,4 +61,4 @@ def condition(x, valid, cfg: ConditioningConfig, sample_rate: float) -> Conditio
             data, valid, cfg.gating.threshold,
             int(round(cfg.gating.half_width * sample_rate)), int(round(cfg.gating.taper * sample_rate)),
         )
-    return Conditioned(data, valid, peaks, values, nseg, snr2)
+    return Conditioned(data, valid, peaks, values, nseg, snr2, psd=(freqs, psd) if cfg.whiten else None)

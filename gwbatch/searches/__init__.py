@@ -13,7 +13,8 @@ A search is an object with:
 - ``candidate_fields``: extra per-detector columns for the candidate table;
 - ``slides_in_chunks``: False when candidates come from coincidence of the merged triggers, with
   time slides over the whole span (shared, :mod:`gwbatch.background`); True when each chunk forms
-  network candidates itself, with its own time-shifted trials (SPIIR's coherent stage); such a search
+  network candidates itself, with its own time-shifted trials (SPIIR's coherent stage, the burst
+  search's lags); such a search
   also has ``significance(campaign, plan, results) -> Significance``.
 
 Everything else (FAR conventions, livetime, outputs, report) is shared.
@@ -68,10 +69,11 @@ class Significance:
 
 
 def get_search(kind: str):
+    from gwbatch.searches.burst import BurstSearch
     from gwbatch.searches.pulse import PulseSearch
     from gwbatch.searches.spiir import SpiirSearch
 
-    registry = {"pulse": PulseSearch, "spiir": SpiirSearch}
+    registry = {"pulse": PulseSearch, "spiir": SpiirSearch, "burst": BurstSearch}
     try:
         return registry[kind]()
     except KeyError:

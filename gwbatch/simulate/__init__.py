@@ -17,6 +17,7 @@ import gwbatch
 from gwbatch.errors import ConfigError
 from gwbatch.gpstime import GPSTime
 from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreWriter
+from gwbatch.simulate.bursts import BurstSpec, draw_burst_injections
 from gwbatch.simulate.cbc import CbcSpec, draw_cbc_injections
 from gwbatch.simulate.injections import InjectionSpec, add_injections, draw_injections
 from gwbatch.simulate.noise import colouring_filter, coloured_noise, stream_id
@@ -41,6 +42,7 @@ def simulate_store(
     gps_start: float | str = 1_000_000_000,
     injections: InjectionSpec | None = None,
     cbc: CbcSpec | None = None,
+    bursts: BurstSpec | None = None,
     chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
     overwrite: bool = False,
     progress=None,
@@ -71,6 +73,11 @@ def simulate_store(
             cbc, seed=seed, start=float(t0), duration=n_samples / sample_rate, sample_rate=sample_rate,
             ifos=ifos, psds=psds, delay=_arrival_delay, first_id=sum(len(t) for t in tables),
         ))
+    if bursts is not None and bursts.count:
+        tables.append(draw_burst_injections(
+            bursts, seed=seed, start=float(t0), duration=n_samples / sample_rate, sample_rate=sample_rate,
+            ifos=ifos, psds=psds, delay=_arrival_delay, first_id=sum(len(t) for t in tables),
+        ))
     table = pd.concat(tables, ignore_index=True) if tables else None
     provenance = {
         "source": "simulate",
@@ -83,6 +90,8 @@ def simulate_store(
         provenance["injection_spec"] = {k: v for k, v in injections.__dict__.items()}
     if cbc is not None:
         provenance["cbc_injection_spec"] = {k: v for k, v in cbc.__dict__.items()}
+    if bursts is not None:
+        provenance["burst_injection_spec"] = {k: v for k, v in bursts.__dict__.items()}
     taps = {ifo: colouring_filter(psds[ifo], sample_rate) for ifo in ifos}
     with StoreWriter(
         out, ifos=ifos, sample_rate=sample_rate, t0=t0, n_samples=n_samples,

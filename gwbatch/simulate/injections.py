@@ -11,8 +11,9 @@ geocentric time plus that detector's delay.  Its amplitude is set separately in 
 that the detector's optimal SNR, ``rho^2 = 4 sum |h~(f)|^2 / S(f) df`` over ``[f_low, fs/2)``,
 equals the injection's ``snr`` (detector-characterisation style: the same SNR everywhere, so
 every detector can see it; compact binaries, with antenna patterns, are in
-:mod:`gwbatch.simulate.cbc`).  The table records
-per detector the arrival time and the SNR actually computed.
+:mod:`gwbatch.simulate.cbc`, astrophysical bursts at a chosen hrss in
+:mod:`gwbatch.simulate.bursts`).  The table records per detector the arrival time and the SNR
+actually computed.
 
 ``duration`` is the full width at half maximum of the energy envelope ``|h|^2``: the tolerance
 used when matching candidates to injections.
@@ -165,10 +166,12 @@ def add_injections(data: np.ndarray, start: int, t0: float, sample_rate: float, 
     """Add every injection of ``table`` that overlaps samples ``[start, start + len(data))`` in place.
 
     ``t0`` is the GPS time of sample 0 of the store; times are evaluated exactly at each sample,
-    so sub-sample arrival times are kept.
+    so sub-sample arrival times are kept.  Compact binaries (``waveform == "cbc"``) and bursts
+    (``"sg-burst"``, ``"wnb"``) are added by :mod:`gwbatch.simulate.cbc` and :mod:`gwbatch.simulate.bursts`.
     """
     if table is None or table.empty:
         return
+    from gwbatch.simulate.bursts import TABLE_WAVEFORMS, add_bursts
     from gwbatch.simulate.cbc import add_cbc
 
     stop = start + data.size
@@ -176,6 +179,9 @@ def add_injections(data: np.ndarray, start: int, t0: float, sample_rate: float, 
         r = row._asdict()
         if r["waveform"] == "cbc":
             add_cbc(data, start, t0, sample_rate, ifo, r)
+            continue
+        if r["waveform"] in TABLE_WAVEFORMS:
+            add_bursts(data, start, t0, sample_rate, ifo, r)
             continue
         shape = {k: r[k] for k in ("sigma", "f0", "q") if np.isfinite(r[k])}
         arrival = (r[f"time_{ifo}"] - t0) * sample_rate  # fractional sample index

@@ -1,0 +1,322 @@
+"""The burst search in one chunk: pixels, clusters, sky loop and events, for zero lag and lags.
+
+1. **Window**: the chunk's own samples plus a margin on each side (longest pixel, largest arrival
+   delay), rounded to a whole number of the longest pixel step, treated as a circle.
+2. **Pixels** per detector and resolution (:mod:`gwbatch.burst.tfmap`), the data upsampled four
+   times for the delayed amplitudes (:mod:`gwbatch.burst.delays`).
+3. **Lags**: in lag ``k`` detector ``j`` is read ``k * step * j`` samples later, wrapped within the
+   window (the shared slide convention, :mod:`gwbatch.background.slides`); the step is a multiple of
+   every pixel step, so a lag only rolls a detector's frames.  Lag 0 is the foreground.
+4. **Clusters** of black pixels per lag (:mod:`gwbatch.burst.clusters`); a cluster goes on if its
+   energy could reach the event threshold (``sum E_j >= rho_min^2``, half the ``2 rho^2`` a signal
+   needs) and it lies near the chunk's own samples; after its delayed amplitudes are made, only if
+   ``rho >= rho_min`` is possible at all (``rho^2 <= Eo / 2``, and ``Eo`` is at most the sum over
+   pixels and detectors of the largest energy over delays).
+5. **Sky loop** over all the lag's clusters in one call (:mod:`gwbatch.burst.skyloop`; the CUDA
+   kernel on a GPU), then the **event** at each cluster's best direction (:func:`cluster_event`).
+6. Events with ``rho >= rho_min``, ``cc >= cc_min`` whose time is in the chunk's own samples are
+   kept, the loudest within the cluster window per lag; zero-lag events with ``rho`` at least the
+   skymap threshold get a skymap (:func:`gwbatch.coherent.skymap.posterior` of the likelihood
+   ``Lo`` over the grid).
+
+Livetimes are those of the chunk's own samples with every detector analysing, shifted as the data
+are (:func:`gwbatch.coherent.chunk.trial_livetimes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gwbatch._xp import array_namespace, to_host
+from gwbatch.burst.clusters import best_level_pixels, black_pixels, cluster_pixels, dilate, threshold
+from gwbatch.burst.delays import UPSAMPLE, delay_range, delayed_amplitudes, upsample
+from gwbatch.burst.skyloop import REJECTED, ClusterBatch, SkyLoopCuts, SkyTable, direction_statistics, sky_table
+from gwbatch.burst.tfmap import Resolution, frame_valid, resolutions, tf_map
+from gwbatch.candidates.coincidence import cluster_in_time
+from gwbatch.coherent.chunk import trial_livetimes
+from gwbatch.coherent.network import network_geometry
+from gwbatch.coherent.sky import sky_grid
+from gwbatch.coherent.skymap import posterior
+
+#: Bytes of delayed amplitudes held at once (a lag's clusters go to the sky loop in batches).
+AMPLITUDE_BUDGET = {"numpy": 256 * 2**20, "cupy": 4 * 2**30}
+
+
+@dataclass(frozen=True)
+class BurstSettings:
+    bandwidths: tuple[float, ...]  # pixel bandwidths (Hz), one per resolution
+    f_low: float
+    f_high: float
+    bpp: float  # black-pixel probability
+    cuts: SkyLoopCuts
+    rho_min: float
+    cc_min: float
+    n_trials: int
+    step: int  # samples
+    cluster: int  # samples: events of one lag closer than this are one
+    sky_order: int
+    skymap_threshold: float
+    temperature: float
+
+
+@dataclass(frozen=True)
+class BurstNetwork:
+    """One chunk's detectors: burst inputs (:func:`gwbatch.burst.tfmap.burst_input`) and validity
+    over the read span (backend arrays), the PSDs they were whitened with (host ``(f, S)``), where
+    the read span starts, the chunk's own samples within it and the geometry time."""
+
+    ifos: tuple[str, ...]
+    x: list
+    valid: list
+    psd: list
+    read_start: int
+    own: tuple[int, int]
+    sample_rate: float
+    gps: float
+
+
+def analysis_window(own: tuple[int, int], n: int, pad: int, hop: int) -> tuple[int, int]:
+    """``[lo, hi)``: the own samples and ``pad`` either side, widened to a multiple of ``hop``."""
+    lo = own[0] - pad
+    hi = own[1] + pad
+    hi += (-(hi - lo)) % hop
+    if lo < 0 or hi > n:
+        raise RuntimeError(f"chunk halo too short for the burst search: it needs [{lo}, {hi}) of {n} samples read")
+    return lo, hi
+
+
+def window_pad(levels: tuple[Resolution, ...], max_delay: float, sample_rate: float) -> int:
+    """Samples beyond the own ones the window needs: the longest pixel and the largest delay."""
+    return levels[-1].length + int(np.ceil(max_delay * sample_rate)) + levels[-1].hop
+
+
+def sensitivities(psd: list, frequencies: np.ndarray) -> np.ndarray:
+    """``s_ij``: each detector's ``1 / sqrt(S_i(f_j))`` relative to the most sensitive, ``(P, N)``."""
+    amp = np.stack([1.0 / np.sqrt(np.interp(frequencies, np.asarray(to_host(f)), np.asarray(to_host(s))))
+                    for f, s in psd], axis=1)
+    return (amp / amp.max(axis=1, keepdims=True)).astype(np.float32)
+
+
+def run_skyloop(batch: ClusterBatch, table: SkyTable, cuts: SkyLoopCuts):
+    """Per cluster the best sky statistic and direction: the CUDA kernel for device arrays, else the
+    CPU twin."""
+    xp = array_namespace(batch.amplitudes)
+    if xp is np:
+        from gwbatch.burst.skyloop import skyloop_max
+
+        return skyloop_max(batch, table, cuts)
+    from gwbatch.burst._cuda import skyloop_max_cuda
+
+    return skyloop_max_cuda(batch, table, cuts)
+
+
+def cluster_event(v: np.ndarray, s: np.ndarray, table: SkyTable, cuts: SkyLoopCuts, direction: int) -> dict:
+    """A cluster's event quantities at ``direction`` (host amplitudes ``(N, P, 2D+1)``, weights
+    ``(P, N)``): energies, likelihood, coherent and null energy, ``cc``, ``chisq``, ``rho``, per-pixel
+    and per-detector energies (ALGORITHMS.md §4.4)."""
+    batch = ClusterBatch(v, np.array([0, v.shape[1]]), s)
+    q = {k: float(a[0]) for k, a in direction_statistics(batch, 0, table, cuts, [direction]).items()}
+    a = v[np.arange(v.shape[0])[:, None], np.arange(v.shape[1])[None, :], table.ml[:, direction][:, None]]
+    e = (a.real.astype(np.float64) ** 2 + a.imag.astype(np.float64) ** 2)  # (N, P)
+    selected = e.sum(axis=0) > cuts.pixel_energy
+    null = max(q["Eo"] - q["Lo"], 0.0)
+    chisq = null / q["dof"] if q["dof"] > 0 else 1.0
+    cc = q["Ec"] / (abs(q["Ec"]) + null) if abs(q["Ec"]) + null > 0 else 0.0
+    rho = np.sqrt(max(q["Ec"], 0.0) / 2.0) / np.sqrt(max(chisq, 1.0))
+    per_ifo = e[:, selected].sum(axis=1)
+    return {**q, "null": null, "chisq": chisq, "cc": cc, "rho": rho, "selected": selected,
+            "pixel_energy": e.sum(axis=0), "ifo_energy": per_ifo, "m_sel": int(selected.sum())}
+
+
+def _lag_shifts(n_det: int, n_trials: int, step: int, width: int) -> np.ndarray:
+    """``(K + 1, N)``: samples each detector is read later in each lag, within the window."""
+    k = np.arange(n_trials + 1)[:, None]
+    return (k * step * np.arange(n_det)[None, :]) % width
+
+
+def burst_chunk(net: BurstNetwork, settings: BurstSettings):
+    """``(events, skymaps, livetime)`` of one chunk (module docstring): one row per event of every
+    lag, zero-lag skymaps ``(E, S)`` float32 (row ``skymap`` of the table, ``-1`` without), and the
+    livetime of every lag (s)."""
+    xp = array_namespace(net.x[0])
+    fs, n_det = net.sample_rate, len(net.ifos)
+    levels = resolutions(fs, settings.bandwidths, settings.f_low, settings.f_high)
+    grid = sky_grid(settings.sky_order)
+    geometry = network_geometry(net.ifos, grid, net.gps)
+    max_delay = float(np.abs(geometry.delays).max())
+    n_delay = delay_range(max_delay, fs)
+    table = sky_table(geometry.delays, geometry.fplus, geometry.fcross, fs, n_delay, UPSAMPLE)
+    lo, hi = analysis_window(net.own, int(net.x[0].shape[0]), window_pad(levels, max_delay, fs), levels[-1].hop)
+    width = hi - lo
+    if settings.step % levels[-1].hop:
+        raise ValueError(f"lag step of {settings.step} samples is not a multiple of the longest pixel step "
+                         f"{levels[-1].hop}")
+    x = [xp.where(v[lo:hi], s[lo:hi], 0).astype(xp.float32) for s, v in zip(net.x, net.valid)]
+    valid = [v[lo:hi].astype(bool) for v in net.valid]
+    x_up = [upsample(s) for s in x]
+    energy, fvalid = [], []
+    for res in levels:
+        radius = int(np.ceil(max_delay * fs / res.hop))
+        fv = [frame_valid(v, res) for v in valid]
+        energy.append([dilate(xp.abs(tf_map(s, res)) ** 2 * f[:, None], radius) for s, f in zip(x, fv)])
+        fvalid.append(fv)
+    zero = [(sum(e), _all(f)) for e, f in zip(energy, fvalid)]
+    thresholds = [threshold(e, v, settings.bpp) for e, v in zero]
+    shifts = _lag_shifts(n_det, settings.n_trials, settings.step, width)
+    host_valid = [to_host(v).astype(bool) for v in net.valid]
+    livetime = trial_livetimes([v[net.own[0]:net.own[1]] for v in host_valid], settings.n_trials, settings.step,
+                               fs, n_det)
+    own = (net.own[0] - lo, net.own[1] - lo)
+    rows, maps = [], []
+    for lag in range(settings.n_trials + 1):
+        rolled = []
+        for r, res in enumerate(levels):
+            frames = [-int(s) // res.hop for s in shifts[lag]]
+            rolled.append((sum(xp.roll(e, f, axis=0) for e, f in zip(energy[r], frames)),
+                           _all([xp.roll(v, f) for v, f in zip(fvalid[r], frames)])))
+        px = black_pixels(rolled, thresholds, [res.k_lo for res in levels])
+        labels = cluster_pixels(px, [int(e[0].shape[0]) for e in energy])
+        keep, cluster = best_level_pixels(px, labels, n_det)
+        px = px.take(keep)
+        hop = np.array([levels[r].hop for r in px.level])
+        length = np.array([levels[r].length for r in px.level])
+        centre = px.frame * hop + (length - 1) / 2.0  # window samples, detector 0's frame
+        total = np.bincount(cluster, weights=px.energy)
+        when = np.bincount(cluster, weights=px.energy * centre) / np.where(total > 0, total, 1.0)
+        margin = settings.cluster + levels[-1].length
+        ok = (total >= settings.rho_min ** 2) & (when >= own[0] - margin) & (when < own[1] + margin)
+        mine = ok[cluster]
+        px, cluster, centre = px.take(np.flatnonzero(mine)), cluster[mine], centre[mine]
+        _, cluster = np.unique(cluster, return_inverse=True)
+        rows += _lag_events(lag, px, cluster, centre, levels, x_up, shifts[lag], n_delay, table, net, settings,
+                            own, lo, width, grid, maps)
+    events = pd.DataFrame(rows) if rows else _empty_events(net.ifos)
+    events = _cluster_lags(events, settings.cluster)
+    used = np.unique(events["skymap"].to_numpy()[events["skymap"].to_numpy() >= 0])
+    remap = np.full(len(maps) + 1, -1, np.int64)
+    remap[used] = np.arange(used.size)
+    events["skymap"] = remap[events["skymap"].to_numpy()]
+    skymaps = np.stack([maps[i] for i in used]) if used.size else np.zeros((0, grid.size), np.float32)
+    return events, skymaps, livetime
+
+
+def _all(masks: list):
+    out = masks[0]
+    for m in masks[1:]:
+        out = out & m
+    return out
+
+
+def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, net, settings, own, lo, width,
+                grid, maps) -> list[dict]:
+    """The events of one lag's clusters (batched to the amplitude budget)."""
+    xp = array_namespace(x_up[0])
+    n_det, fs = len(net.ifos), net.sample_rate
+    if px.size == 0:
+        return []
+    bins_f = np.array([levels[r].frequency(k, fs) for r, k in zip(px.level, px.bin)], dtype=np.float64)
+    weights = sensitivities(net.psd, bins_f)
+    per_pixel = n_det * (2 * n_delay + 1) * 8
+    budget = AMPLITUDE_BUDGET["numpy" if xp is np else "cupy"]
+    bounds = np.searchsorted(cluster, np.arange(int(cluster.max()) + 2))
+    out = []
+    first = 0
+    while first < bounds.size - 1:
+        last = first + 1
+        while last < bounds.size - 1 and (bounds[last + 1] - bounds[first]) * per_pixel <= budget:
+            last += 1
+        sel = np.arange(bounds[first], bounds[last])
+        amps = xp.zeros((n_det, sel.size, 2 * n_delay + 1), dtype=xp.complex64)
+        for r, res in enumerate(levels):
+            at = np.flatnonzero(px.level[sel] == r)
+            if at.size == 0:
+                continue
+            for i in range(n_det):
+                amps[i, xp.asarray(at)] = delayed_amplitudes(x_up[i], res, px.frame[sel][at], px.bin[sel][at],
+                                                             int(shift[i]), n_delay)
+        offsets = bounds[first:last + 1] - bounds[first]
+        # rho^2 <= Ec / 2 <= Lo / 2 <= Eo / 2, and Eo is at most every pixel's largest energy over delays
+        bound = to_host((xp.abs(amps) ** 2).max(axis=2).sum(axis=0)).astype(np.float64)
+        reach = np.add.reduceat(bound, offsets[:-1]) if sel.size else np.zeros(0)
+        hopeful = np.flatnonzero(reach >= 2.0 * settings.rho_min ** 2)
+        if hopeful.size == 0:
+            first = last
+            continue
+        rows_kept = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in hopeful])
+        sel = sel[rows_kept]
+        amps = amps[:, xp.asarray(rows_kept)]
+        offsets = np.concatenate([[0], np.cumsum(np.diff(offsets)[hopeful])])
+        batch = ClusterBatch(amps, offsets.astype(np.int64), xp.asarray(weights[sel]))
+        stat, best = (to_host(a) for a in run_skyloop(batch, table, settings.cuts))
+        host = None
+        for c in np.flatnonzero(stat > REJECTED):
+            if host is None:
+                host = to_host(amps)
+            part = slice(offsets[c], offsets[c + 1])
+            rows = sel[part]
+            ev = cluster_event(host[:, part], weights[rows], table, settings.cuts, int(best[c]))
+            row = _event_row(lag, ev, px.take(rows), centre[rows], levels, int(best[c]), float(stat[c]), table,
+                             net, settings, shift, lo, width, grid)
+            if row is None or not (own[0] <= row["_window_time"] < own[1]):
+                continue
+            if lag == 0 and row["rho"] >= settings.skymap_threshold:
+                full = direction_statistics(ClusterBatch(host[:, part], np.array([0, rows.size]), weights[rows]), 0,
+                                            table, settings.cuts)
+                maps.append(posterior(full["Lo"], settings.temperature).astype(np.float32))
+                row["skymap"] = len(maps) - 1
+            out.append(row)
+        first = last
+    return out
+
+
+def _event_row(lag, ev, px, centre, levels, direction, stat, table, net, settings, shift, lo, width, grid):
+    if ev["m_sel"] == 0 or ev["rho"] < settings.rho_min or ev["cc"] < settings.cc_min:
+        return None
+    fs = net.sample_rate
+    sel = ev["selected"]
+    w = ev["pixel_energy"][sel]
+    t = centre[sel]
+    res = levels[int(px.level[0])]
+    f = res.frequency(px.bin[sel], fs)
+    when = float(np.sum(w * t) / np.sum(w))  # window samples, geocentric
+    row = {
+        "trial": lag, "rho": ev["rho"], "rank": ev["rho"], "cc": ev["cc"], "stat": stat,
+        "energy": ev["Eo"], "likelihood": ev["Lo"], "coherent_energy": ev["Ec"], "null_energy": ev["null"],
+        "chisq": ev["chisq"], "n_pixels": ev["m_sel"], "resolution": res.bandwidth(fs),
+        "frequency": float(np.sum(w * f) / np.sum(w)),
+        "f_min": float(f.min() - res.bandwidth(fs) / 2), "f_max": float(f.max() + res.bandwidth(fs) / 2),
+        "duration": float((t.max() - t.min() + res.hop) / fs),
+        "pixel": direction, "ra": float(grid.ra[direction]), "dec": float(grid.dec[direction]),
+        "geocent_sample": net.read_start + lo + when, "_window_time": when,
+        "pivot": int(np.argmax(ev["ifo_energy"])), "skymap": -1,
+    }
+    for i, ifo in enumerate(net.ifos):
+        arrival = when + table.delay(i, direction)
+        row[f"sample_{ifo}"] = net.read_start + lo + (arrival + shift[i]) % width
+        row[f"snr_{ifo}"] = float(np.sqrt(max(ev["ifo_energy"][i] - 2.0 * ev["m_sel"], 0.0) / 2.0))
+    return row
+
+
+def _empty_events(ifos) -> pd.DataFrame:
+    ints = ("trial", "n_pixels", "pixel", "pivot", "skymap")
+    floats = ("rho", "rank", "cc", "stat", "energy", "likelihood", "coherent_energy", "null_energy", "chisq",
+              "resolution", "frequency", "f_min", "f_max", "duration", "ra", "dec", "geocent_sample", "_window_time")
+    cols = {c: np.zeros(0, np.int64) for c in ints} | {c: np.zeros(0) for c in floats}
+    for ifo in ifos:
+        cols |= {f"sample_{ifo}": np.zeros(0), f"snr_{ifo}": np.zeros(0)}
+    return pd.DataFrame(cols)
+
+
+def _cluster_lags(events: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Per lag, the loudest event (``rho``) within ``window`` samples of geocentric time."""
+    out = []
+    for _, df in events.groupby("trial", sort=True):
+        keep = cluster_in_time(df["geocent_sample"].to_numpy(np.float64), df["rho"].to_numpy(np.float64), window)
+        out.append(df[keep])
+    if not out:
+        return events.iloc[:0].drop(columns="_window_time").reset_index(drop=True)
+    events = pd.concat(out).sort_values(["trial", "geocent_sample"], kind="stable").reset_index(drop=True)
+    return events.drop(columns="_window_time")
