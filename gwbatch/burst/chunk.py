@@ -17,7 +17,10 @@
 6. Events with ``rho >= rho_min``, ``cc >= cc_min`` whose time is in the chunk's own samples are
    kept, the loudest within the cluster window per lag; zero-lag events with ``rho`` at least the
    skymap threshold get a skymap (:func:`gwbatch.coherent.skymap.posterior` of the likelihood
-   ``Lo`` over the grid).
+   ``Lo`` over the grid, ``P ~ exp(Lo / 2T)``).  Its temperature is the configured one times the
+   event's ``chisq`` when above 1: the null energy per degree of freedom measures how far the data
+   are from the model (waveform spread over pixels, sky grid spacing, delay steps), and the same
+   misfit widens the likelihood across the sky.
 
 Livetimes are those of the chunk's own samples with every detector analysing, shifted as the data
 are (:func:`gwbatch.coherent.chunk.trial_livetimes`).
@@ -265,7 +268,7 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
             if lag == 0 and row["rho"] >= settings.skymap_threshold:
                 full = direction_statistics(ClusterBatch(host[:, part], np.array([0, rows.size]), weights[rows]), 0,
                                             table, settings.cuts)
-                maps.append(posterior(full["Lo"], settings.temperature).astype(np.float32))
+                maps.append(posterior(full["Lo"], settings.temperature * max(ev["chisq"], 1.0)).astype(np.float32))
                 row["skymap"] = len(maps) - 1
             out.append(row)
         first = last

@@ -28,7 +28,7 @@ quantity at chosen directions (events, skymaps, tests).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba
 import numpy as np
@@ -73,6 +73,7 @@ class SkyTable:
     fcross: np.ndarray
     n_delay: int  # D
     upsample: int  # delay steps per sample
+    device: dict = field(default_factory=dict, repr=False, compare=False)  # backend copies, made once
 
     @property
     def n_dir(self) -> int:
