@@ -2,6 +2,7 @@
 #   make demo   virtual environment, install, simulate data, run the demo campaign, say where results are
 #   make test   the test suite (CPU only; GPU tests run on a GPU machine with: pytest -m gpu)
 #   make gw150914-spiir  the SPIIR search on the bundled GW150914 data (needs the test extra's lalsuite)
+#   make gw150914-burst  the unmodelled burst search on the bundled GW150914 data
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.gwbatch-installed
 DEMO_STORE := data/demo.zarr
 DEMO_SIM   := --ifos H1,L1,V1 --duration 1024 --sample-rate 2048 --seed 1 --injections 60
 
-.PHONY: demo test install pulsar gw150914 gw150914-spiir clean
+.PHONY: demo test install pulsar gw150914 gw150914-spiir gw150914-burst clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gwbatch needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -35,6 +36,10 @@ GW150914_FILES := tests/data/gw150914/H-H1_LOSC_4_V2-1126259446-32.hdf5 tests/da
 gw150914: $(STAMP)
 	$(BIN)/gwbatch ingest gwosc $(GW150914_FILES) --out data/gw150914.zarr --overwrite
 	$(BIN)/gwbatch run configs/gw150914-pulse.yaml --overwrite
+
+gw150914-burst: $(STAMP)
+	$(BIN)/gwbatch ingest gwosc $(GW150914_FILES) --out data/gw150914.zarr --overwrite
+	$(BIN)/gwbatch run configs/gw150914-burst.yaml --overwrite
 
 # The SPIIR search with the 2901-template BBH bank: the banks (one per detector PSD) take ~45 min
 # each on two cores the first time and are cached in runs/gw150914/banks/ for later runs.

@@ -80,7 +80,8 @@ class BurstSearch:
         return pad, pad + levels[-1].hop
 
     def max_uncertainty(self, campaign: Campaign, sample_rate: float) -> float:
-        return 1.0 / min(campaign.search.resolutions)
+        """An event's timing uncertainty (s): the step of the coarsest-in-time pixels."""
+        return 0.5 / min(campaign.search.resolutions)
 
     def process(self, campaign: Campaign, ifos: tuple[str, ...], backend: str, resources: dict,
                 spec: ChunkSpec) -> ChunkResult:
