@@ -91,7 +91,7 @@ def cluster_pixels(px: Pixels, n_frames: list[int]) -> np.ndarray:
     n = px.size
     if n == 0:
         return np.zeros(0, np.int64)
-    span = int(px.bin.max()) + 3
+    span = 2 * int(px.bin.max()) + 3  # the cross-resolution lookups reach bin 2k
     key = (px.level * (max(n_frames) + 2) + px.frame) * span + px.bin
     order = np.argsort(key, kind="stable")
     sorted_keys = key[order]

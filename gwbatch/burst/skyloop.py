@@ -111,13 +111,13 @@ def _pixel(v, j, ml, fp, fx, s, l, delta):
     xw = 0.0
     for i in range(n_det):
         a = v[i, j, ml[i, l]]
-        u = a.real
-        w = a.imag
+        u = np.float64(a.real)
+        w = np.float64(a.imag)
         e = u * u + w * w
         e_sum += e
         e_max = max(e_max, e)
-        p = fp[i, l] * s[j, i]
-        x = fx[i, l] * s[j, i]
+        p = np.float64(fp[i, l]) * np.float64(s[j, i])
+        x = np.float64(fx[i, l]) * np.float64(s[j, i])
         gpp += p * p
         gxx += x * x
         gpx += p * x
@@ -147,9 +147,9 @@ def _pixel(v, j, ml, fp, fx, s, l, delta):
     diag = 0.0
     for i in range(n_det):
         a = v[i, j, ml[i, l]]
-        e = a.real * a.real + a.imag * a.imag
-        p = fp[i, l] * s[j, i]
-        x = fx[i, l] * s[j, i]
+        e = np.float64(a.real) ** 2 + np.float64(a.imag) ** 2
+        p = np.float64(fp[i, l]) * np.float64(s[j, i])
+        x = np.float64(fx[i, l]) * np.float64(s[j, i])
         qa = cs * p + sn * x
         qb = -sn * p + cs * x
         diag += (qa * qa / dp + qb * qb / dx) * e
