@@ -7,9 +7,9 @@ exclusive FAR), and keeps the lag events' ``rho`` as an injection-free backgroun
 ``injections``: sine-Gaussians (70, 235, 554 Hz; Q 3 and 9) and white-noise bursts (100-200 and
 250-350 Hz, 0.1 s) at hrss log-uniform in ``--hrss``; reports the detection efficiency against
 hrss and network SNR, the median angular error, and the fraction of injections with network SNR
->= 20 found with FAR <= 1 per 100 days, the FAR taken against the injection-free background of a
-``noise`` run (``--background DIR``: its livetime must reach 100 days) and against the campaign's
-own lags.
+>= 20 found with FAR <= 1 per 100 days, the FAR taken against the injection-free background of
+``noise`` runs (``--background DIR [DIR ...]``, pooled: their livetime must reach 100 days) and
+against the campaign's own lags.
 
 usage:
   python benchmarks/burst_campaigns.py noise [--duration 8192] [--slides 1000] [--out DIR]
@@ -85,11 +85,11 @@ def noise(args, work: Path) -> dict:
     }
 
 
-def injection_free_far(rho: np.ndarray, background: Path) -> tuple[np.ndarray, float]:
-    """FAR (Hz) of each ``rho`` against a noise run's lag events, and that background's livetime."""
-    bg = pd.read_parquet(background / "background.parquet")["rank"].to_numpy()
-    t_bg = json.loads((background / "manifest.json").read_text())["livetime"]["background_seconds"]
-    louder = len(bg) - np.searchsorted(np.sort(bg), rho, side="left")
+def injection_free_far(rho: np.ndarray, backgrounds: list[Path]) -> tuple[np.ndarray, float]:
+    """FAR (Hz) of each ``rho`` against noise runs' lag events (pooled), and their total livetime."""
+    bg = np.sort(np.concatenate([pd.read_parquet(d / "background.parquet")["rank"].to_numpy() for d in backgrounds]))
+    t_bg = sum(json.loads((d / "manifest.json").read_text())["livetime"]["background_seconds"] for d in backgrounds)
+    louder = len(bg) - np.searchsorted(bg, rho, side="left")
     return louder / t_bg, t_bg
 
 
@@ -132,7 +132,9 @@ def injections(args, work: Path) -> dict:
         far, t_bg = injection_free_far(loud["found_snr"].fillna(-np.inf).to_numpy(), args.background)
         ok = loud["found"].to_numpy() & (far <= limit)
         result["snr20"] |= {"injection_free_background_days": t_bg / DAY, "found_far_le_1_per_100_days": int(ok.sum()),
-                            "fraction": float(ok.mean()) if len(loud) else None}
+                            "fraction": float(ok.mean()) if len(loud) else None,
+                            "background_rho_max": float(max(pd.read_parquet(d / "background.parquet")["rank"].max()
+                                                            for d in args.background))}
     result["run"] = str(work / "inj-run")
     return result
 
@@ -152,7 +154,8 @@ def main() -> None:
     ap.add_argument("--rho-min", type=float, default=None)
     ap.add_argument("--cc-min", type=float, default=0.5)
     ap.add_argument("--sky-order", type=int, default=None)
-    ap.add_argument("--background", type=Path, help="a noise run's directory (injection-free background)")
+    ap.add_argument("--background", type=Path, nargs="+",
+                    help="noise runs' directories (their lag events pooled: the injection-free background)")
     ap.add_argument("--backend", default="numpy")
     ap.add_argument("--cluster", default="in-process")
     ap.add_argument("--out", type=Path)
@@ -161,7 +164,7 @@ def main() -> None:
     noisy = args.mode == "noise"
     args.duration = args.duration or (8192.0 if noisy else 2048.0)
     args.slides = args.slides if args.slides is not None else (1000 if noisy else 100)
-    args.rho_min = args.rho_min or (4.0 if noisy else 5.0)
+    args.rho_min = args.rho_min or (3.5 if noisy else 5.0)
     args.sky_order = args.sky_order if args.sky_order is not None else (5 if noisy else 6)
     work = args.out or Path(tempfile.mkdtemp(prefix="burst-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,8 @@ import pandas as pd
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.burst.clusters import best_level_pixels, black_pixels, cluster_pixels, dilate, threshold
 from gwbatch.burst.delays import UPSAMPLE, delay_range, delayed_amplitudes, upsample
-from gwbatch.burst.skyloop import REJECTED, ClusterBatch, SkyLoopCuts, SkyTable, direction_statistics, sky_table
+from gwbatch.burst.skyloop import (REJECTED, ClusterBatch, SkyLoopCuts, SkyTable, cluster_statistics,
+                                   direction_statistics, sky_table)
 from gwbatch.burst.tfmap import Resolution, frame_valid, resolutions, tf_map
 from gwbatch.candidates.coincidence import cluster_in_time
 from gwbatch.coherent.chunk import trial_livetimes
@@ -116,21 +117,32 @@ def run_skyloop(batch: ClusterBatch, table: SkyTable, cuts: SkyLoopCuts):
     return skyloop_max_cuda(batch, table, cuts)
 
 
+def network_measures(q: dict) -> dict:
+    """From sky-loop sums (arrays or scalars; :data:`gwbatch.burst.skyloop.FIELDS`): null energy
+    ``No = Eo - Lo``, ``chisq = No / dof`` (1 without null degrees of freedom), the network
+    correlation ``cc = Ec / (|Ec| + No)`` and ``rho = sqrt(Ec / 2) / sqrt(max(chisq, 1))``
+    (ALGORITHMS.md §4.4)."""
+    null = np.maximum(np.asarray(q["Eo"]) - np.asarray(q["Lo"]), 0.0)
+    dof = np.asarray(q["dof"])
+    chisq = np.where(dof > 0, null / np.where(dof > 0, dof, 1.0), 1.0)
+    ec = np.asarray(q["Ec"])
+    norm = np.abs(ec) + null
+    cc = np.where(norm > 0, ec / np.where(norm > 0, norm, 1.0), 0.0)
+    rho = np.sqrt(np.maximum(ec, 0.0) / 2.0) / np.sqrt(np.maximum(chisq, 1.0))
+    return {"null": null, "chisq": chisq, "cc": cc, "rho": rho}
+
+
 def cluster_event(v: np.ndarray, s: np.ndarray, table: SkyTable, cuts: SkyLoopCuts, direction: int) -> dict:
     """A cluster's event quantities at ``direction`` (host amplitudes ``(N, P, 2D+1)``, weights
-    ``(P, N)``): energies, likelihood, coherent and null energy, ``cc``, ``chisq``, ``rho``, per-pixel
-    and per-detector energies (ALGORITHMS.md §4.4)."""
+    ``(P, N)``): the sky-loop sums, :func:`network_measures`, and per-pixel and per-detector
+    energies of the pixels in the sums."""
     batch = ClusterBatch(v, np.array([0, v.shape[1]]), s)
     q = {k: float(a[0]) for k, a in direction_statistics(batch, 0, table, cuts, [direction]).items()}
     a = v[np.arange(v.shape[0])[:, None], np.arange(v.shape[1])[None, :], table.ml[:, direction][:, None]]
     e = (a.real.astype(np.float64) ** 2 + a.imag.astype(np.float64) ** 2)  # (N, P)
     selected = e.sum(axis=0) > cuts.pixel_energy
-    null = max(q["Eo"] - q["Lo"], 0.0)
-    chisq = null / q["dof"] if q["dof"] > 0 else 1.0
-    cc = q["Ec"] / (abs(q["Ec"]) + null) if abs(q["Ec"]) + null > 0 else 0.0
-    rho = np.sqrt(max(q["Ec"], 0.0) / 2.0) / np.sqrt(max(chisq, 1.0))
     per_ifo = e[:, selected].sum(axis=1)
-    return {**q, "null": null, "chisq": chisq, "cc": cc, "rho": rho, "selected": selected,
+    return {**q, **{k: float(x) for k, x in network_measures(q).items()}, "selected": selected,
             "pixel_energy": e.sum(axis=0), "ifo_energy": per_ifo, "m_sel": int(selected.sum())}
 
 
@@ -254,10 +266,15 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
         offsets = np.concatenate([[0], np.cumsum(np.diff(offsets)[hopeful])])
         batch = ClusterBatch(amps, offsets.astype(np.int64), xp.asarray(weights[sel]))
         stat, best = (to_host(a) for a in run_skyloop(batch, table, settings.cuts))
-        host = None
-        for c in np.flatnonzero(stat > REJECTED):
-            if host is None:
-                host = to_host(amps)
+        passed = np.flatnonzero(stat > REJECTED)
+        if passed.size == 0:
+            first = last
+            continue
+        host = to_host(amps)
+        q = cluster_statistics(ClusterBatch(host, offsets, weights[sel]), table, settings.cuts, best)
+        m = network_measures(q)
+        loud = passed[(m["rho"][passed] >= settings.rho_min) & (m["cc"][passed] >= settings.cc_min)]
+        for c in loud:
             part = slice(offsets[c], offsets[c + 1])
             rows = sel[part]
             ev = cluster_event(host[:, part], weights[rows], table, settings.cuts, int(best[c]))

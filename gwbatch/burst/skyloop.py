@@ -223,6 +223,24 @@ def skyloop_max(batch: ClusterBatch, table: SkyTable, cuts: SkyLoopCuts) -> tupl
 FIELDS = ("stat", "Eo", "Ls", "Ln", "m", "Lo", "Ec", "dof")
 
 
+@numba.njit(cache=True, parallel=True)
+def _at_each(v, offsets, ml, fp, fx, s, cuts, directions, out):
+    for c in numba.prange(offsets.shape[0] - 1):
+        row = _direction(v, offsets[c], offsets[c + 1], ml, fp, fx, s, directions[c], cuts)
+        for q in range(8):
+            out[c, q] = row[q]
+
+
+def cluster_statistics(batch: ClusterBatch, table: SkyTable, cuts: SkyLoopCuts, directions) -> dict[str, np.ndarray]:
+    """Every sky-loop quantity of each cluster at its own direction (host arrays, float64)."""
+    directions = np.asarray(directions, np.int64)
+    out = np.empty((batch.n_clusters, len(FIELDS)))
+    if batch.n_clusters:
+        _at_each(batch.amplitudes, np.asarray(batch.offsets, np.int64), table.ml, table.fplus, table.fcross,
+                 batch.weights, cuts.as_array(), directions, out)
+    return {name: out[:, q] for q, name in enumerate(FIELDS)}
+
+
 def direction_statistics(batch: ClusterBatch, cluster: int, table: SkyTable, cuts: SkyLoopCuts,
                          directions=None) -> dict[str, np.ndarray]:
     """Every sky-loop quantity of ``cluster`` at ``directions`` (default all), float64 (``FIELDS``)."""
