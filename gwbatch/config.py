@@ -264,9 +264,10 @@ class BurstSearchConfig(StrictModel):
                           "noise quantile of chi-squared with 2 x (detectors - 1) degrees of freedom")
     subcut: float = Field(0.33, ge=-1, lt=1, description="early rejection of sky directions, (aa - m) / (aa + m) "
                                                          "below this (seed 003: 0.33)")
-    regulator: NonNegativeFloat = Field(
-        1.0, description="polarisation regulator delta: 0 lets both polarisations free, large keeps only the dominant "
-                         "one (needed with two nearly aligned detectors)")
+    regulator: NonNegativeFloat | None = Field(
+        None, description="polarisation regulator delta: 0 lets both polarisations free, large keeps only the dominant "
+                          "one; null: 0.1 with three detectors or more, 1000 with two (two nearly aligned detectors "
+                          "span the whole signal plane, so only the constraint leaves a null stream)")
     rho_min: PositiveFloat = Field(5.0, description="events below this rho are not kept")
     cc_min: float = Field(0.5, ge=-1, le=1, description="events below this network correlation are not kept")
     sky_order: int = Field(6, ge=0, le=8, description="HEALPix order of the sky grid (6: 49152 directions, 7: 196608)")
