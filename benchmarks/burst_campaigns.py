@@ -67,7 +67,7 @@ def noise(args, work: Path) -> dict:
     store = simulate_store(work / "noise.zarr", ifos=IFOS, duration=args.duration, sample_rate=args.sample_rate,
                            seed=args.seed, overwrite=True)
     started = time.perf_counter()
-    run = run_campaign(campaign(store, work / "noise-run", args), progress=False)
+    run = run_campaign(campaign(store, work / "noise-run", args), progress=False, overwrite=True)
     seconds = time.perf_counter() - started
     live = run.manifest["livetime"]
     cands = run.reduced.candidates
@@ -98,7 +98,7 @@ def injections(args, work: Path) -> dict:
     store = simulate_store(work / "inj.zarr", ifos=IFOS, duration=args.duration, sample_rate=args.sample_rate,
                            seed=args.seed, bursts=spec, overwrite=True)
     started = time.perf_counter()
-    run = run_campaign(campaign(store, work / "inj-run", args), progress=False)
+    run = run_campaign(campaign(store, work / "inj-run", args), progress=False, overwrite=True)
     seconds = time.perf_counter() - started
     inj = run.reduced.injections
     inj = inj[inj["analysed"]].reset_index(drop=True)

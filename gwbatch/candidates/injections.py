@@ -47,7 +47,8 @@ def match_injections(
     analysed = np.zeros(n, dtype=int)
     for ifo in ifos:
         analysed += _in_segments(inj[f"time_{ifo}"].to_numpy(dtype=np.float64), gps_segments[ifo])
-    out = inj[["id", "waveform", "gps_time", "snr", "duration", *(c for c in ("ra", "dec") if c in inj)]].copy()
+    out = inj[["id", "waveform", "gps_time", "snr", "duration",
+               *(c for c in ("ra", "dec", "hrss", "frequency") if c in inj)]].copy()
     out["analysed"] = analysed >= min_ifos
     found = np.zeros(n, dtype=bool)
     best = np.full(n, -1, dtype=np.int64)

@@ -591,14 +591,16 @@ def _recovery_svg(inj: pd.DataFrame, ifos: list[str]) -> str:
     return fig_to_svg(fig, "fig-inj")
 
 
-def _fig_efficiency(manifest: dict, injections: pd.DataFrame | None) -> str:
-    """Found fraction against injected network SNR, with binomial 1-sigma errors: found by any
-    candidate, and found louder than every background event (FAR at the background's bound)."""
-    title = "Detection efficiency"
+def _fig_efficiency(manifest: dict, injections: pd.DataFrame | None, column: str = "snr",
+                    quantity: str = "injected network SNR", fmt: str = ".3g") -> str:
+    """Found fraction against an injected quantity (network SNR; hrss for burst injections), with
+    binomial 1-sigma errors: found by any candidate, and found louder than every background event
+    (FAR at the background's bound)."""
+    title = "Detection efficiency" + ("" if column == "snr" else f" against {quantity}")
     inj = _frame(injections)
-    snr = _column(inj, "snr")
+    snr = _column(inj, column)
     if snr is None or len(inj) == 0:
-        return _skipped(title, "this campaign has no injections.")
+        return "" if column != "snr" else _skipped(title, "this campaign has no injections.")
     analysed = _flag(inj, "analysed", True) & np.isfinite(snr) & (snr > 0)
     if analysed.sum() < 2:
         return _skipped(title, "fewer than two injections were analysed.")
@@ -628,15 +630,15 @@ def _fig_efficiency(manifest: dict, injections: pd.DataFrame | None) -> str:
     ax.xaxis.set_major_formatter(LogFormatter())
     ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
     ax.set_ylim(-0.03, 1.05)
-    ax.set_xlabel("injected network SNR")
+    ax.set_xlabel(quantity)
     ax.set_ylabel("fraction found")
     ax.legend(loc="lower right", fontsize="small")
-    header = ["network SNR bin"] + [label for label, _, _ in rows]
-    table = [[f"{edges[i]:.3g}\u2013{edges[i + 1]:.3g}"] + [_fraction(int(k[i]), int(n[i])) for _, k, n in rows]
+    header = [f"{quantity} bin"] + [label for label, _, _ in rows]
+    table = [[f"{edges[i]:{fmt}}\u2013{edges[i + 1]:{fmt}}"] + [_fraction(int(k[i]), int(n[i])) for _, k, n in rows]
              for i in range(centre.size)]
-    caption = ("Fraction of analysed injections found, per bin of injected network SNR (equal-count bins), "
+    caption = (f"Fraction of analysed injections found, per bin of {quantity} (equal-count bins), "
                "with binomial 1\u03c3 errors.")
-    return (f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, "fig-eff"), caption)
+    return (f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, f"fig-eff-{column}"), caption)
             + html_table(header, table, [False] + [True] * len(rows)))
 
 
@@ -721,6 +723,7 @@ def _figures(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
         _fig_ranking(manifest, candidates, background),
         _fig_injections(injections, ifos),
         _fig_efficiency(manifest, injections),
+        _fig_efficiency(manifest, injections, "hrss", "injected hrss (strain / \u221aHz)", ".2e"),
         _fig_localisation(injections),
     ])
     return _section("Figures", body, "figures")
