@@ -183,37 +183,33 @@ def network_candidate_table(search: str, fg: pd.DataFrame, ifos: tuple[str, ...]
 def coherent_background_table(trials: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float,
                               step: float) -> pd.DataFrame:
     """Trial events: ``slide`` (the trial), ``snr``, ``rank``, ``null_snr``, ``chisq``, ``ifos``,
-    ``pivot`` (the detector whose unshifted trigger formed it), ``chunk``, and per detector the time read (``time_<ifo>``, unshifted), ``snr_<ifo>`` and its
-    shift relative to the first detector ``shift_<ifo>`` (s)."""
-    cols, members = _detector_columns(trials, ifos, t0, sample_rate)
-    slide = trials["trial"].to_numpy(np.int64)
-    table = pd.DataFrame({
-        "slide": slide, "snr": trials["snr"].to_numpy(np.float64), "rank": trials["rank"].to_numpy(np.float64),
-        "null_snr": trials["null_snr"].to_numpy(np.float64), "chisq": trials["chisq"].to_numpy(np.float64),
-        "ifos": members, "pivot": np.array(ifos, dtype=object)[trials["pivot"].to_numpy(np.int64)] if len(trials) else [],
-        "chunk": trials["chunk"].to_numpy(np.int64),
-    })
-    for name in (f"{f}_{ifo}" for ifo in ifos for f in ("time", "snr")):
-        table[name] = cols[name]
-    for j, ifo in enumerate(ifos):
-        table[f"shift_{ifo}"] = slide * step * j
-    return table.sort_values("rank", ascending=False, kind="stable").reset_index(drop=True)
+    ``pivot`` (the detector whose unshifted trigger formed it), ``chunk``, and per detector the time
+    read (``time_<ifo>``, unshifted), ``snr_<ifo>`` and its shift relative to the first detector
+    ``shift_<ifo>`` (s)."""
+    return network_background_table(trials, ifos, t0, sample_rate, step, ("null_snr", "chisq"))
 
 
 def burst_background_table(lags: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float,
                            step: float) -> pd.DataFrame:
     """Lag events: ``slide`` (the lag), ``snr`` = ``rank`` = ``rho``, ``cc``, ``chisq``,
-    ``frequency``, ``duration``, ``ifos``, ``pivot``, ``chunk``, and per detector the time read
-    (unshifted), ``snr_<ifo>`` and its shift relative to the first detector ``shift_<ifo>`` (s)."""
-    cols, members = _detector_columns(lags, ifos, t0, sample_rate)
-    slide = lags["trial"].to_numpy(np.int64)
-    table = pd.DataFrame({
-        "slide": slide, "snr": lags["rho"].to_numpy(np.float64), "rank": lags["rank"].to_numpy(np.float64),
-        "cc": lags["cc"].to_numpy(np.float64), "chisq": lags["chisq"].to_numpy(np.float64),
-        "frequency": lags["frequency"].to_numpy(np.float64), "duration": lags["duration"].to_numpy(np.float64),
-        "ifos": members, "pivot": np.array(ifos, dtype=object)[lags["pivot"].to_numpy(np.int64)] if len(lags) else [],
-        "chunk": lags["chunk"].to_numpy(np.int64),
-    })
+    ``frequency``, ``duration``, ``ifos``, ``pivot`` (the detector with most energy), ``chunk``, and
+    per detector the time read (unshifted), ``snr_<ifo>`` and ``shift_<ifo>`` (s)."""
+    return network_background_table(lags.assign(snr=lags["rho"]), ifos, t0, sample_rate, step,
+                                    ("cc", "chisq", "frequency", "duration"))
+
+
+def network_background_table(trials: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float, step: float,
+                             fields: tuple[str, ...]) -> pd.DataFrame:
+    """Trial (lag) events of a search whose chunks run their own trials, loudest first."""
+    cols, members = _detector_columns(trials, ifos, t0, sample_rate)
+    slide = trials["trial"].to_numpy(np.int64)
+    table = pd.DataFrame({"slide": slide, "snr": trials["snr"].to_numpy(np.float64),
+                          "rank": trials["rank"].to_numpy(np.float64)})
+    for name in fields:
+        table[name] = trials[name].to_numpy(np.float64)
+    table["ifos"] = members
+    table["pivot"] = np.array(ifos, dtype=object)[trials["pivot"].to_numpy(np.int64)] if len(trials) else []
+    table["chunk"] = trials["chunk"].to_numpy(np.int64)
     for name in (f"{f}_{ifo}" for ifo in ifos for f in ("time", "snr")):
         table[name] = cols[name]
     for j, ifo in enumerate(ifos):

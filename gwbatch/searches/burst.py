@@ -27,7 +27,7 @@ from gwbatch.errors import ConfigError
 from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.store import read_meta
 from gwbatch.searches import ChunkResult, ChunkSpec, Significance
-from gwbatch.searches.common import run_chunk
+from gwbatch.searches.common import gather_chunk_events, run_chunk
 
 TRIGGER_COLUMNS = {"ifo": "str", "sample": "int64", "snr": "float64", "chunk": "int64"}
 #: Largest arrival delay after the geocentre (s): the Earth's radius over c, rounded up.
@@ -122,23 +122,12 @@ class BurstSearch:
         """Zero-lag events clustered across chunk edges, with FARs against every chunk's lags."""
         fs, ifos = plan.sample_rate, plan.ifos
         t0 = GPSTime.parse(plan.t0)
-        frames, maps, offset = [], [], 0
-        for r in sorted(results, key=lambda r: r.index):
-            ev = r.tables["events"]
-            skymap = ev["skymap"].to_numpy()
-            frames.append(ev.assign(skymap=np.where(skymap >= 0, skymap + offset, -1)))
-            maps.append(r.arrays["skymaps"])
-            offset += r.arrays["skymaps"].shape[0]
-        events = pd.concat(frames, ignore_index=True)
-        events["gps_time"] = sample_times(t0, events["geocent_sample"].to_numpy(np.float64), fs)
-        livetime = np.sum([r.arrays["livetime"] for r in results], axis=0)
-        zero, lags = events[events["trial"] == 0], events[events["trial"] > 0].reset_index(drop=True)
+        zero, lags, skymaps, livetime = gather_chunk_events(results, t0, fs)
         keep = cluster_in_time(zero["geocent_sample"].to_numpy(np.float64), zero["rank"].to_numpy(),
                                campaign.coincidence.cluster_window * fs)
         zero = zero[keep].reset_index(drop=True)
         settings = burst_settings(campaign, len(ifos), fs)
         bg = trial_background(zero, lags, livetime, ifos=ifos, step=settings.step / fs, window=settings.cluster)
-        skymaps = np.concatenate(maps) if maps else np.zeros((0, 12))
         candidates, named = burst_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
         return Significance(bg, candidates, burst_background_table(lags, ifos, t0, fs, settings.step / fs), named)
 

@@ -121,3 +121,25 @@ def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: Chu
         tables=tables,
         arrays=arrays,
     )
+
+
+def gather_chunk_events(results: list, t0, sample_rate: float):
+    """The network events of every chunk (searches whose chunks run their own trials): one table
+    with ``gps_time`` (from ``geocent_sample``) and the ``skymap`` rows renumbered into the stacked
+    skymaps, those skymaps, and the livetime of every trial summed over chunks.  Returns
+    ``(zero_lag, trials, skymaps, livetime)``."""
+    from gwbatch.gpstime import sample_times
+
+    frames, maps, offset = [], [], 0
+    for r in sorted(results, key=lambda r: r.index):
+        ev = r.tables["events"]
+        skymap = ev["skymap"].to_numpy()
+        frames.append(ev.assign(skymap=np.where(skymap >= 0, skymap + offset, -1)))
+        maps.append(r.arrays["skymaps"])
+        offset += r.arrays["skymaps"].shape[0]
+    events = pd.concat(frames, ignore_index=True)
+    events["gps_time"] = sample_times(t0, events["geocent_sample"].to_numpy(np.float64), sample_rate)
+    livetime = np.sum([r.arrays["livetime"] for r in results], axis=0)
+    skymaps = np.concatenate(maps) if maps else np.zeros((0, 12))
+    zero, trials = events[events["trial"] == 0], events[events["trial"] > 0].reset_index(drop=True)
+    return zero, trials, skymaps, livetime

@@ -35,7 +35,7 @@ from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.banks import load_bank, read_bank_file
 from gwbatch.io.store import read_meta
 from gwbatch.searches import ChunkResult, ChunkSpec, Significance
-from gwbatch.searches.common import run_chunk
+from gwbatch.searches.common import gather_chunk_events, run_chunk
 from gwbatch.spiir.triggers import find_triggers
 from gwbatch.waveforms.taylorf2 import chirp_time
 
@@ -179,24 +179,13 @@ class SpiirSearch:
         output contract's tables; the skymaps of the candidates that have one."""
         fs, ifos = plan.sample_rate, plan.ifos
         t0 = GPSTime.parse(plan.t0)
-        frames, maps, offset = [], [], 0
-        for r in sorted(results, key=lambda r: r.index):
-            ev = r.tables["events"]
-            skymap = ev["skymap"].to_numpy()
-            frames.append(ev.assign(skymap=np.where(skymap >= 0, skymap + offset, -1)))
-            maps.append(r.arrays["skymaps"])
-            offset += r.arrays["skymaps"].shape[0]
-        events = pd.concat(frames, ignore_index=True)
-        events["gps_time"] = sample_times(t0, events["geocent_sample"].to_numpy(np.float64), fs)
-        livetime = np.sum([r.arrays["livetime"] for r in results], axis=0)
-        zero, trials = events[events["trial"] == 0], events[events["trial"] > 0].reset_index(drop=True)
+        zero, trials, skymaps, livetime = gather_chunk_events(results, t0, fs)
         # chunks clustered each trial on the first detector's read time; events near a chunk edge meet here
         ref = zero[f"sample_{ifos[0]}"].to_numpy(np.float64)
         keep = cluster_in_time(ref, zero["rank"].to_numpy(), campaign.coincidence.cluster_window * fs)
         zero = zero[keep].reset_index(drop=True)
         settings = coherent_settings(campaign, len(ifos), fs)
         bg = trial_background(zero, trials, livetime, ifos=ifos, step=settings.step / fs, window=settings.cluster)
-        skymaps = np.concatenate(maps) if maps else np.zeros((0, 12))
         candidates, named = coherent_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
         return Significance(bg, candidates, coherent_background_table(trials, ifos, t0, fs, settings.step / fs), named)
 
