@@ -75,3 +75,10 @@ def test_candidates_background_and_skymaps(injected_run):
     bg = run.reduced.background_events
     assert bg["slide"].between(1, 20).all() and {"rank", "cc", "shift_V1", "time_H1"} <= set(bg.columns)
     assert bg.empty or bg["rank"].max() < cands["rank"].iloc[7]
+
+
+def test_report_shows_efficiency_against_hrss(injected_run):
+    """The report plots the found fraction against the injected hrss as well as network SNR."""
+    html = (injected_run.out / "report.html").read_text()
+    assert "Detection efficiency against injected hrss" in html and 'id="fig-eff-hrss-figure_1"' in html
+    assert "Sky localisation" in html
