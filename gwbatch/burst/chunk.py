@@ -132,12 +132,15 @@ def network_measures(q: dict) -> dict:
     return {"null": null, "chisq": chisq, "cc": cc, "rho": rho}
 
 
-def cluster_event(v: np.ndarray, s: np.ndarray, table: SkyTable, cuts: SkyLoopCuts, direction: int) -> dict:
+def cluster_event(v: np.ndarray, s: np.ndarray, table: SkyTable, cuts: SkyLoopCuts, direction: int,
+                  sums: dict | None = None) -> dict:
     """A cluster's event quantities at ``direction`` (host amplitudes ``(N, P, 2D+1)``, weights
-    ``(P, N)``): the sky-loop sums, :func:`network_measures`, and per-pixel and per-detector
-    energies of the pixels in the sums."""
-    batch = ClusterBatch(v, np.array([0, v.shape[1]]), s)
-    q = {k: float(a[0]) for k, a in direction_statistics(batch, 0, table, cuts, [direction]).items()}
+    ``(P, N)``): the sky-loop sums (``sums`` when already computed), :func:`network_measures`, and
+    per-pixel and per-detector energies of the pixels in the sums."""
+    if sums is None:
+        batch = ClusterBatch(v, np.array([0, v.shape[1]]), s)
+        sums = {k: float(a[0]) for k, a in direction_statistics(batch, 0, table, cuts, [direction]).items()}
+    q = sums
     a = v[np.arange(v.shape[0])[:, None], np.arange(v.shape[1])[None, :], table.ml[:, direction][:, None]]
     e = (a.real.astype(np.float64) ** 2 + a.imag.astype(np.float64) ** 2)  # (N, P)
     selected = e.sum(axis=0) > cuts.pixel_energy
@@ -260,27 +263,28 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
         if hopeful.size == 0:
             first = last
             continue
-        rows_kept = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in hopeful])
+        rows_kept, offsets = _clusters_subset(offsets, hopeful)
         sel = sel[rows_kept]
         amps = amps[:, xp.asarray(rows_kept)]
-        offsets = np.concatenate([[0], np.cumsum(np.diff(offsets)[hopeful])])
-        batch = ClusterBatch(amps, offsets.astype(np.int64), xp.asarray(weights[sel]))
+        batch = ClusterBatch(amps, offsets, xp.asarray(weights[sel]))
         stat, best = (to_host(a) for a in run_skyloop(batch, table, settings.cuts))
         passed = np.flatnonzero(stat > REJECTED)
         if passed.size == 0:
             first = last
             continue
-        host = to_host(amps)
+        rows_kept, offsets = _clusters_subset(offsets, passed)  # only these pixels come to the host
+        sel, stat, best = sel[rows_kept], stat[passed], best[passed]
+        host = to_host(amps[:, xp.asarray(rows_kept)])
         q = cluster_statistics(ClusterBatch(host, offsets, weights[sel]), table, settings.cuts, best)
         m = network_measures(q)
-        loud = passed[(m["rho"][passed] >= settings.rho_min) & (m["cc"][passed] >= settings.cc_min)]
-        for c in loud:
+        for c in np.flatnonzero((m["rho"] >= settings.rho_min) & (m["cc"] >= settings.cc_min)):
             part = slice(offsets[c], offsets[c + 1])
             rows = sel[part]
-            ev = cluster_event(host[:, part], weights[rows], table, settings.cuts, int(best[c]))
+            ev = cluster_event(host[:, part], weights[rows], table, settings.cuts, int(best[c]),
+                               {k: float(a[c]) for k, a in q.items()})
             row = _event_row(lag, ev, px.take(rows), centre[rows], levels, int(best[c]), float(stat[c]), table,
                              net, settings, shift, lo, width, grid)
-            if row is None or not (own[0] <= row["_window_time"] < own[1]):
+            if not own[0] <= row["_window_time"] < own[1]:
                 continue
             if lag == 0 and row["rho"] >= settings.skymap_threshold:
                 full = direction_statistics(ClusterBatch(host[:, part], np.array([0, rows.size]), weights[rows]), 0,
@@ -292,9 +296,14 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
     return out
 
 
+def _clusters_subset(offsets: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pixel rows of ``clusters`` (indices into a batch with pixel ``offsets``) and their offsets."""
+    rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in clusters])
+    return rows, np.concatenate([[0], np.cumsum(np.diff(offsets)[clusters])]).astype(np.int64)
+
+
 def _event_row(lag, ev, px, centre, levels, direction, stat, table, net, settings, shift, lo, width, grid):
-    if ev["m_sel"] == 0 or ev["rho"] < settings.rho_min or ev["cc"] < settings.cc_min:
-        return None
+    """One event's table row (an event passed the cuts, so at least one pixel is in its sums)."""
     fs = net.sample_rate
     sel = ev["selected"]
     w = ev["pixel_energy"][sel]
