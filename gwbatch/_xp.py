@@ -7,9 +7,10 @@ GPU and no CuPy.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -95,3 +96,26 @@ def device_name(backend: str) -> str:
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return f"cuda:{dev.id} {name} (pci {dev.pci_bus_id})"
+
+
+@contextlib.contextmanager
+def device_memory_peak(backend: str) -> Iterator[list[int]]:
+    """Track the most CuPy memory-pool bytes in use inside the block (``peak[0]`` afterwards; 0 on
+    NumPy).  This thread's allocations go through the pool via a wrapper for the duration
+    (``cupy.cuda.using_allocator`` is per thread); the pool is the process's, so with several tasks
+    on one GPU each sees the pool's peak while it ran."""
+    peak = [0]
+    cp = _cupy() if backend == "cupy" else None
+    if cp is None:
+        yield peak
+        return
+    pool = cp.get_default_memory_pool()
+    peak[0] = pool.used_bytes()
+
+    def malloc(size: int):
+        mem = pool.malloc(size)
+        peak[0] = max(peak[0], pool.used_bytes())
+        return mem
+
+    with cp.cuda.using_allocator(malloc):
+        yield peak

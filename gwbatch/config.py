@@ -7,7 +7,9 @@ the command runs in.
 
 from __future__ import annotations
 
+import re
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal
 
@@ -351,8 +353,78 @@ class Campaign(StrictModel):
 # Loading
 
 
+#: Sections a member of a multi-search campaign may set for itself; the rest are shared.
+MEMBER_SECTIONS = ("search", "conditioning", "coincidence", "background", "plan")
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A campaign that runs several searches over the same data (``searches:`` in the YAML).
+
+    Each member is a whole :class:`Campaign`: the shared sections with the member's own
+    ``search`` and any of ``conditioning``, ``coincidence``, ``background`` and ``plan`` it sets.
+    Its outputs go to ``<output_dir>/<member>/``; the suite writes a combined candidate table,
+    manifest and report at the top.
+    """
+
+    name: str
+    description: str
+    members: dict[str, Campaign]
+    cluster: ClusterConfig
+    backend: str
+    output_dir: Path
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def validate_suite(raw: dict, source: str = "campaign") -> Suite:
+    """A multi-search campaign: ``searches`` maps member names to their own sections."""
+    searches = raw.get("searches")
+    if "search" in raw:
+        raise ConfigError(f"{source}: give either search (one search) or searches (several), not both")
+    if not isinstance(searches, dict) or not searches:
+        raise ConfigError(f"{source}: searches must map member names to their sections, e.g. "
+                          f"searches: {{burst: {{search: {{kind: burst}}}}}}; got {searches!r}")
+    shared = {k: v for k, v in raw.items() if k != "searches"}
+    top = validate_campaign({**shared, "search": {"kind": "pulse"}}, source)  # the shared sections alone
+    members = {}
+    for member, sections in searches.items():
+        where = f"searches.{member}"
+        if not isinstance(member, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", member):
+            raise ConfigError(f"{source}: {where}: a member name is letters, digits, '_', '.', '-' (got {member!r})")
+        if not isinstance(sections, dict) or "search" not in sections:
+            raise ConfigError(f"{source}: {where} must be a mapping with at least a search section (got {sections!r})")
+        unknown = [k for k in sections if k not in MEMBER_SECTIONS]
+        if unknown:
+            raise ConfigError(f"{source}: {where}.{unknown[0]}: unknown key (allowed here: {', '.join(MEMBER_SECTIONS)}; "
+                              "cluster, backend, data and output are shared by all members)")
+        member_raw = _merge(shared, sections)
+        member_raw["name"] = f"{top.name}-{member}"
+        member_raw["output"] = {"dir": str(top.output_dir / member)}
+        members[member] = validate_campaign(member_raw, f"{source} ({where})")
+    return Suite(top.name, top.description, members, top.cluster, top.backend, top.output_dir)
+
+
+def load_run(path: str | Path, overrides: Iterable[str] = ()) -> Campaign | Suite:
+    """Read a campaign YAML file with one search (:class:`Campaign`) or several (:class:`Suite`)."""
+    raw = _read_campaign_yaml(path, overrides)
+    return validate_suite(raw, str(path)) if "searches" in raw else validate_campaign(raw, source=str(path))
+
+
 def load_campaign(path: str | Path, overrides: Iterable[str] = ()) -> Campaign:
-    """Read a campaign YAML file, apply ``key=value`` overrides and validate it."""
+    """Read a one-search campaign YAML file, apply ``key=value`` overrides and validate it."""
+    raw = _read_campaign_yaml(path, overrides)
+    if "searches" in raw:
+        raise ConfigError(f"{path} runs several searches (searches:); load it with load_run")
+    return validate_campaign(raw, source=str(path))
+
+
+def _read_campaign_yaml(path: str | Path, overrides: Iterable[str]) -> dict:
     path = Path(path)
     try:
         text = path.read_text()
@@ -366,7 +438,7 @@ def load_campaign(path: str | Path, overrides: Iterable[str] = ()) -> Campaign:
         raise ConfigError(f"{path}: a campaign must be a mapping of keys (name, data, search, ...), got {type(raw).__name__}")
     for item in overrides:
         apply_override(raw, item)
-    return validate_campaign(raw, source=str(path))
+    return raw
 
 
 def validate_campaign(raw: dict, source: str = "campaign") -> Campaign:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gwbatch.config import Campaign, apply_override, load_campaign
+from gwbatch.config import Campaign, apply_override, load_campaign, load_run
 from gwbatch.errors import ConfigError
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
@@ -27,9 +27,10 @@ def test_configs_exist():
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_config_loads(path):
-    campaign = load_campaign(path)
-    assert isinstance(campaign, Campaign)
-    assert campaign.data.store
+    loaded = load_run(path)
+    for campaign in ([loaded] if isinstance(loaded, Campaign) else loaded.members.values()):
+        assert isinstance(campaign, Campaign)
+        assert campaign.data.store
 
 
 def test_minimal_defaults(tmp_path):

@@ -3,28 +3,34 @@
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import importlib.metadata
+import json
 import logging
 import platform
+import socket
+import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-
 import numpy as np
+import pandas as pd
 
 import gwbatch
 from gwbatch.background.far import SECONDS_PER_YEAR
-from gwbatch.config import Campaign
+from gwbatch.config import Campaign, Suite
 from gwbatch.conditioning.mask import segments_total
 from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.skymaps import write_skymap
-from gwbatch.io.store import read_meta
+from gwbatch.io.store import StoreMeta, read_meta
 from gwbatch.io.tables import read_chunk, write_chunk, write_json, write_table
 from gwbatch.report.html import write_report
-from gwbatch.searches import get_search
+from gwbatch.searches import ChunkResult, ChunkSpec, get_search
 from workflow.cluster import start_cluster
-from workflow.execute import run_chunks
+from workflow.execute import Call, chunk_failure, run_calls
+from workflow.memory import check_memory, worker_memory
+from workflow.monitor import gpu_utilisation
 from workflow.outputs import CHUNKS, prepare_output
 from workflow.plan import Plan, make_plan
 from workflow.prepare import prepare
@@ -49,6 +55,34 @@ class RunSummary:
     manifest: dict
 
 
+@dataclass
+class SuiteSummary:
+    """A multi-search campaign's outputs: the combined ones at ``out`` and each member's own."""
+
+    out: Path
+    members: dict[str, RunSummary]
+    candidates: pd.DataFrame
+    manifest: dict
+
+
+@dataclass
+class Member:
+    """One search of a run: its campaign, plan, output directory and chunk results so far."""
+
+    name: str  # "" for a one-search campaign
+    campaign: Campaign
+    meta: StoreMeta
+    plan: Plan
+    outdir: Path
+    results: dict[int, ChunkResult] = field(default_factory=dict)
+    status: dict[int, str] = field(default_factory=dict)
+    resources: dict = field(default_factory=dict)
+
+    @property
+    def todo(self) -> list[ChunkSpec]:
+        return [spec for spec in self.plan.chunks if spec.index not in self.results]
+
+
 def package_versions() -> dict[str, str]:
     versions = {"python": platform.python_version(), "gwbatch": gwbatch.__version__}
     for name in PACKAGES:
@@ -57,6 +91,110 @@ def package_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             pass
     return versions
+
+
+def code_version() -> tuple[str, str | None]:
+    """gwbatch's version and, when it runs from a git checkout, the commit (``+dirty`` with local changes)."""
+    root = Path(gwbatch.__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return gwbatch.__version__, None
+    commit += "+dirty" if dirty else ""
+    return f"{gwbatch.__version__}+g{commit[:12]}{'.dirty' if dirty else ''}", commit
+
+
+def config_hash(*campaigns: Campaign) -> str:
+    """SHA-256 of the resolved configuration (every member's, in order)."""
+    blob = json.dumps([c.model_dump(mode="json") for c in campaigns], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def provenance(campaigns: list[Campaign], devices: list[str]) -> dict:
+    version, commit = code_version()
+    return {"config_sha256": config_hash(*campaigns), "code_version": version, "git_commit": commit,
+            "host": socket.gethostname(), "devices": devices, "packages": package_versions()}
+
+
+def open_member(name: str, campaign: Campaign, outdir: Path, *, resume: bool, overwrite: bool) -> Member:
+    """Plan a search, make its output directory ready, and take over its finished chunks on --resume."""
+    meta = read_meta(campaign.data.store)
+    member = Member(name, campaign, meta, make_plan(campaign, meta),
+                    prepare_output(outdir, resume=resume, overwrite=overwrite))
+    if resume:
+        for spec in member.plan.chunks:
+            found = read_chunk(member.outdir / CHUNKS, spec.index, member.plan.fingerprint)
+            if found is not None:
+                member.results[spec.index], member.status[spec.index] = found, "reused"
+        log.info("resume%s: %d of %d chunks already done", f" {name}" if name else "", len(member.results),
+                 len(member.plan.chunks))
+    return member
+
+
+def task_cost(member: Member, spec: ChunkSpec) -> float:
+    """Relative cost of a chunk task, for ordering: the longest tasks are submitted first."""
+    samples = (spec.read_stop - spec.read_start) * len(member.plan.ifos)
+    search = member.campaign.search
+    if search.kind == "spiir":
+        return samples * 100.0 * (1 + member.plan.n_slides / 100)
+    if search.kind == "burst":
+        return samples * 10.0 * (1 + member.plan.n_slides / 10)
+    return float(samples)
+
+
+def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: bool, stages: dict):
+    """Run every member's remaining chunks on one cluster, checkpointing each as it finishes.
+
+    Returns the cluster description and the GPU utilisation over the chunk stage.  The memory plan
+    is checked against the workers before any task is submitted.
+    """
+    timer = time.perf_counter()
+    for m in members:
+        m.resources = prepare(m.campaign, m.plan, m.meta, m.outdir, progress)
+    stages["prepare"] = time.perf_counter() - timer
+    todo = sum(len(m.todo) for m in members)
+    timer = time.perf_counter()
+    with start_cluster(cluster_cfg, backend, max(1, todo)) as cluster:
+        stages["cluster"] = time.perf_counter() - timer
+        log.info(
+            "cluster: %s, %d worker(s), backend %s%s", cluster.kind, cluster.workers, cluster.backend,
+            f"; dashboard {cluster.dashboard}" if cluster.dashboard else "",
+        )
+        check_memory({m.name: m.plan for m in members}, {m.name: m.campaign for m in members}, worker_memory(cluster))
+        by_name = {m.name: m for m in members}
+        calls = [
+            Call(f"{m.campaign.name}-{m.plan.fingerprint}-chunk-{spec.index:06d}", get_search(m.plan.search).process,
+                 (m.campaign, m.plan.ifos, cluster.backend, m.resources, spec), (m.name, spec), task_cost(m, spec))
+            for m in members for spec in m.todo
+        ]
+        timer, wall = time.perf_counter(), time.time()
+        for call, result in run_calls(cluster, calls, failure=chunk_failure, desc="chunks", progress=progress):
+            m = by_name[call.item[0]]
+            log.debug("%s chunk %d done on %s (%s) in %.2f s", m.name or m.plan.search, result.index, result.worker,
+                      result.device, result.seconds)
+            write_chunk(m.outdir / CHUNKS, result, m.plan.fingerprint)
+            m.results[result.index], m.status[result.index] = result, "done"
+        stages["chunks"] = time.perf_counter() - timer
+        gpus = gpu_utilisation(cluster, wall, time.time()) if calls else None
+    return cluster, gpus
+
+
+def finish_member(m: Member, cluster, gpus, command: str, started: float, stages: dict) -> RunSummary:
+    """Reduce a member's chunks, and write its tables, skymaps, report and manifest (last)."""
+    timer = time.perf_counter()
+    reduced = reduce_results(m.campaign, m.plan, m.meta, list(m.results.values()))
+    own = {**stages, "reduce": time.perf_counter() - timer}
+    manifest = build_manifest(m.campaign, m.plan, m.meta, reduced, m.results, m.status, cluster, command,
+                              time.time() - started, m.resources)
+    manifest["timing"]["stages"] = own
+    if gpus is not None:
+        manifest["gpu_utilisation"] = gpus
+    manifest["provenance"] = provenance([m.campaign], manifest["devices"])
+    write_outputs(m.outdir, reduced, manifest)
+    return RunSummary(m.outdir, m.plan, reduced, manifest)
 
 
 def run_campaign(
@@ -69,37 +207,88 @@ def run_campaign(
     progress: bool = True,
 ) -> RunSummary:
     """Run a whole campaign and write its outputs; returns where they are and what was found."""
-    started = time.time()
-    meta = read_meta(campaign.data.store)
-    plan = make_plan(campaign, meta)
-    outdir = prepare_output(Path(out) if out else campaign.output_dir, resume=resume, overwrite=overwrite)
-    chunkdir = outdir / CHUNKS
-    results, status = {}, {}
-    if resume:
-        for spec in plan.chunks:
-            found = read_chunk(chunkdir, spec.index, plan.fingerprint)
-            if found is not None:
-                results[spec.index], status[spec.index] = found, "reused"
-        log.info("resume: %d of %d chunks already done", len(results), len(plan.chunks))
-    todo = [spec for spec in plan.chunks if spec.index not in results]
-    search = get_search(plan.search)
-    resources = prepare(campaign, plan, meta, outdir, progress)
-    with start_cluster(campaign.cluster, campaign.backend, max(1, len(todo))) as cluster:
-        log.info(
-            "cluster: %s, %d worker(s), backend %s%s", cluster.kind, cluster.workers, cluster.backend,
-            f"; dashboard {cluster.dashboard}" if cluster.dashboard else "",
-        )
-        for result in run_chunks(
-            cluster, search.process, (campaign, plan.ifos, cluster.backend, resources), todo,
-            key_prefix=f"{campaign.name}-{plan.fingerprint}", progress=progress,
-        ):
-            write_chunk(chunkdir, result, plan.fingerprint)
-            results[result.index], status[result.index] = result, "done"
-    reduced = reduce_results(campaign, plan, meta, list(results.values()))
-    manifest = build_manifest(campaign, plan, meta, reduced, results, status, cluster, command, time.time() - started,
-                              resources)
-    write_outputs(outdir, reduced, manifest)
-    return RunSummary(outdir, plan, reduced, manifest)
+    started, stages = time.time(), {}
+    timer = time.perf_counter()
+    member = open_member("", campaign, Path(out) if out else campaign.output_dir, resume=resume, overwrite=overwrite)
+    stages["plan"] = time.perf_counter() - timer
+    cluster, gpus = run_members([member], campaign.cluster, campaign.backend, progress=progress, stages=stages)
+    return finish_member(member, cluster, gpus, command, started, stages)
+
+
+def run_suite(
+    suite: Suite,
+    *,
+    out: Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    command: str = "",
+    progress: bool = True,
+) -> SuiteSummary:
+    """Run every search of a multi-search campaign on one cluster, its chunks interleaved, then
+    write each member's outputs in ``<out>/<member>/`` and the combined ones in ``<out>``."""
+    started, stages = time.time(), {}
+    top = prepare_output(Path(out) if out else suite.output_dir, resume=resume, overwrite=overwrite)
+    timer = time.perf_counter()
+    members = [open_member(name, c, top / name, resume=resume, overwrite=overwrite) for name, c in suite.members.items()]
+    stages["plan"] = time.perf_counter() - timer
+    cluster, gpus = run_members(members, suite.cluster, suite.backend, progress=progress, stages=stages)
+    done = {m.name: finish_member(m, cluster, gpus, command, started, stages) for m in members}
+    candidates = combined_candidates(done)
+    manifest = suite_manifest(suite, done, cluster, gpus, command, time.time() - started, stages)
+    write_report(top / "report.html", manifest=manifest, candidates=candidates,
+                 background=pd.DataFrame(), injections=None, gates=pd.DataFrame())
+    write_table(candidates, top / "candidates.parquet")
+    write_json(manifest, top / "manifest.json")
+    return SuiteSummary(top, done, candidates, manifest)
+
+
+def combined_candidates(done: dict[str, RunSummary]) -> pd.DataFrame:
+    """Every member's candidates in one table (``member`` names the search), most significant first:
+    each keeps the FAR against its own search's background."""
+    frames = [s.reduced.candidates.assign(member=name) for name, s in done.items() if len(s.reduced.candidates)]
+    if not frames:
+        return pd.DataFrame({"member": pd.Series(dtype=str), "search": pd.Series(dtype=str),
+                             "gps_time": pd.Series(dtype=float), "snr": pd.Series(dtype=float),
+                             "far": pd.Series(dtype=float), "ifar_years": pd.Series(dtype=float)})
+    table = pd.concat(frames, ignore_index=True)
+    return table.sort_values(["far", "snr"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+def suite_manifest(suite: Suite, done: dict[str, RunSummary], cluster, gpus, command: str, wall: float,
+                   stages: dict) -> dict:
+    first = next(iter(done.values())).manifest
+    devices = sorted({d for s in done.values() for d in s.manifest["devices"]})
+    members = []
+    for name, s in done.items():
+        live = s.manifest["livetime"]
+        members.append({"name": name, "kind": s.plan.search, "candidates": s.manifest["counts"]["candidates"],
+                        "report": f"{name}/report.html", "manifest": f"{name}/manifest.json",
+                        "livetime_s": live["zero_lag_seconds"], "background_s": live["background_seconds"],
+                        "chunks": len(s.plan.chunks), "fingerprint": s.plan.fingerprint,
+                        "chunk_seconds": s.manifest["timing"]["chunk_seconds_total"]})
+    span = first["plan"]
+    return {
+        "gwbatch_version": gwbatch.__version__,
+        "status": "complete",
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "campaign": {"name": suite.name, "description": suite.description,
+                     "searches": {n: c.model_dump(mode="json") for n, c in suite.members.items()}},
+        "versions": package_versions(),
+        "store": first["store"],
+        "plan": {"span_start_gps": span["span_start_gps"], "span_duration": span["span_duration"],
+                 "chunks": sum(m["chunks"] for m in members), "ifos": span["ifos"]},
+        "members": members,
+        "cluster": first["cluster"],
+        "devices": devices,
+        "counts": {"candidates": sum(m["candidates"] for m in members)},
+        "timing": {"wall_seconds": wall, "chunk_seconds_total": float(sum(m["chunk_seconds"] for m in members)),
+                   "stages": stages},
+        **({"gpu_utilisation": gpus} if gpus is not None else {}),
+        "provenance": provenance(list(suite.members.values()), devices),
+        "outputs": {"candidates": "candidates.parquet", "report": "report.html",
+                    **{m["name"]: m["manifest"] for m in members}},
+    }
 
 
 def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, cluster, command, wall,
@@ -119,6 +308,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
                 "device": r.device,
                 "worker": r.worker,
                 "seconds": r.seconds,
+                "device_peak_bytes": r.device_peak_bytes,
                 "triggers": {ifo: int(s["triggers"]) for ifo, s in r.series_stats.items()},
                 "analysed_seconds": {ifo: segments_total(seg) / fs for ifo, seg in r.segments.items()},
                 "nonfinite_in_science": {ifo: int(s["nonfinite_in_science"]) for ifo, s in r.series_stats.items()},
@@ -145,6 +335,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "halo_before_s": plan.halo_before / fs,
             "halo_after_s": plan.halo_after / fs,
             "task_memory_bytes": plan.task_memory_bytes,
+            "task_device_bytes": plan.task_device_bytes,
             "fingerprint": plan.fingerprint,
             "ifos": list(plan.ifos),
         },
@@ -233,4 +424,15 @@ def summary_lines(summary: RunSummary) -> list[str]:
     if inj is not None:
         analysed = inj[inj["analysed"]]
         lines.append(f"  injections.parquet  {int(analysed['found'].sum())} of {len(analysed)} analysed injections found")
+    return lines
+
+
+def suite_lines(summary: SuiteSummary) -> list[str]:
+    m = summary.manifest
+    lines = [f"results in {summary.out}/",
+             f"  candidates.parquet  {len(summary.candidates)} zero-lag candidates of {len(summary.members)} searches",
+             "  report.html, manifest.json; each search's own outputs in its directory:"]
+    for member in m["members"]:
+        lines.append(f"  {member['name']}/  {member['kind']}: {member['candidates']} candidates, zero-lag livetime "
+                     f"{member['livetime_s']:.1f} s, background {member['background_s']:.1f} s")
     return lines

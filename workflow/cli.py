@@ -106,7 +106,7 @@ def cmd_simulate(args) -> int:
         path = simulate_store(
             args.out, ifos=_names(args.ifos, "--ifos"), duration=args.duration, sample_rate=args.sample_rate,
             seed=args.seed, gps_start=args.gps_start, injections=spec, cbc=cbc, bursts=bursts,
-            overwrite=args.overwrite, progress=progress,
+            overwrite=args.overwrite, progress=progress, workers=args.workers,
         )
     print(f"wrote {path}")
     return 0
@@ -190,24 +190,28 @@ def cmd_info(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from gwbatch.config import load_campaign
+    from gwbatch.config import Campaign, load_run
     from gwbatch.io.store import read_meta
 
-    campaign = load_campaign(args.config, args.set or ())
+    loaded = load_run(args.config, args.set or ())
+    members = {"": loaded} if isinstance(loaded, Campaign) else loaded.members
     if args.dry_run:
         from workflow.plan import make_plan
 
-        meta = read_meta(campaign.data.store)
-        print(make_plan(campaign, meta).describe(float(meta.t0)))
+        for name, campaign in members.items():
+            meta = read_meta(campaign.data.store)
+            print(f"== searches.{name}" if name else "", make_plan(campaign, meta).describe(float(meta.t0)),
+                  sep="\n" if name else "")
         return 0
-    from workflow.campaign import run_campaign, summary_lines
+    from workflow.campaign import run_campaign, run_suite, suite_lines, summary_lines
 
     command = "gwbatch " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    summary = run_campaign(
-        campaign, out=args.out, resume=args.resume, overwrite=args.overwrite, command=command,
-        progress=not args.no_progress,
-    )
-    print("\n".join(summary_lines(summary)))
+    options = dict(out=args.out, resume=args.resume, overwrite=args.overwrite, command=command,
+                   progress=not args.no_progress)
+    if isinstance(loaded, Campaign):
+        print("\n".join(summary_lines(run_campaign(loaded, **options))))
+    else:
+        print("\n".join(suite_lines(run_suite(loaded, **options))))
     return 0
 
 
@@ -246,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--burst-f0", default="70,235,554", help="sine-Gaussian frequencies (Hz), one drawn per burst")
     sim.add_argument("--burst-q", default="3,9", help="sine-Gaussian quality factors, one drawn per burst")
     sim.add_argument("--burst-spacing", type=float, default=10.0, help="minimum seconds between bursts")
+    sim.add_argument("--workers", type=int, default=1,
+                     help="processes that make the data in parallel (the store is the same for any number)")
     sim.add_argument("--overwrite", action="store_true", help="replace an existing store")
     sim.set_defaults(func=cmd_simulate)
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from tqdm.auto import tqdm
 
 from gwbatch.errors import GwbatchError
-from gwbatch.searches import ChunkResult, ChunkSpec
 from workflow.cluster import Cluster
 
 log = logging.getLogger("gwbatch")
@@ -18,13 +18,6 @@ class ChunkFailed(GwbatchError):
     """A chunk task raised; finished chunks stay checkpointed for --resume."""
 
     exit_code = 5
-
-
-def _failure(spec: ChunkSpec, exc: BaseException) -> ChunkFailed:
-    return ChunkFailed(
-        f"chunk {spec.index} (samples {spec.start}..{spec.stop}) failed: {type(exc).__name__}: {exc}\n"
-        "finished chunks are checkpointed; rerun with --resume after fixing the cause"
-    )
 
 
 def run_tasks(
@@ -43,50 +36,72 @@ def run_tasks(
     A task that raises stops the run: a :class:`GwbatchError` passes through, anything else is
     wrapped by ``failure(item, exc)``.
     """
-    bar = tqdm(total=len(items), desc=desc, unit=desc.rstrip("s"), disable=not progress or None, leave=True)
+    calls = [Call(key(item), task, (*args, item), item) for item in items]
+    for _, result in run_calls(cluster, calls, failure=lambda call, exc: failure(call.item, exc), desc=desc,
+                               progress=progress):
+        yield result
+
+
+@dataclass(frozen=True)
+class Call:
+    """One task: ``fn(*args)`` under Dask key ``key``; higher ``priority`` runs first; ``item`` says
+    what it is for (returned with its result)."""
+
+    key: str
+    fn: Callable
+    args: tuple
+    item: object = None
+    priority: float = 0.0
+
+
+def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Call, BaseException], GwbatchError],
+              desc: str, progress: bool = True) -> Iterator[tuple[Call, object]]:
+    """Yield ``(call, result)`` for every call as it completes: in this process in priority order, or
+    all submitted at once to the Dask cluster, which runs higher priorities first (the longest
+    tasks first, so the last ones to finish are short and no worker idles at the end).
+
+    A task that raises stops the run: a :class:`GwbatchError` passes through, anything else is
+    wrapped by ``failure(call, exc)``.  A worker that dies is replaced and its task rerun by Dask.
+    """
+    bar = tqdm(total=len(calls), desc=desc, unit=desc.rstrip("s"), disable=not progress or None, leave=True)
+    ordered = sorted(calls, key=lambda c: -c.priority)
     try:
         if cluster.client is None:
-            for item in items:
+            for call in ordered:
                 try:
-                    result = task(*args, item)
+                    result = call.fn(*call.args)
                 except GwbatchError:
                     raise
                 except Exception as exc:
-                    raise failure(item, exc) from exc
+                    raise failure(call, exc) from exc
                 bar.update()
-                yield result
+                yield call, result
             return
         from distributed import as_completed
 
         client = cluster.client
-        futures = {client.submit(task, *args, item, key=key(item), pure=False): item for item in items}
+        futures = {client.submit(c.fn, *c.args, key=c.key, pure=False, priority=c.priority): c for c in ordered}
         try:
             for future in as_completed(futures):
-                item = futures[future]
+                call = futures[future]
                 if future.status == "error":
                     exc = future.exception()
                     if isinstance(exc, GwbatchError):
                         raise exc
-                    raise failure(item, exc)
+                    raise failure(call, exc)
                 bar.update()
-                yield future.result()
+                yield call, future.result()
         finally:
             client.cancel(list(futures))
     finally:
         bar.close()
 
 
-def run_chunks(
-    cluster: Cluster,
-    task: Callable[..., ChunkResult],
-    args: tuple,
-    specs: Sequence[ChunkSpec],
-    *,
-    key_prefix: str,
-    progress: bool = True,
-) -> Iterator[ChunkResult]:
-    """Yield each chunk's result as it completes; ``task(*args, spec)`` does the work."""
-    for result in run_tasks(cluster, task, args, specs, key=lambda s: f"{key_prefix}-chunk-{s.index:06d}",
-                            failure=_failure, desc="chunks", progress=progress):
-        log.debug("chunk %d done on %s (%s) in %.2f s", result.index, result.worker, result.device, result.seconds)
-        yield result
+def chunk_failure(call: Call, exc: BaseException) -> ChunkFailed:
+    """The error of a chunk call whose ``item`` is ``(member name, ChunkSpec)``."""
+    member, spec = call.item
+    where = f"{member} " if member else ""
+    return ChunkFailed(
+        f"{where}chunk {spec.index} (samples {spec.start}..{spec.stop}) failed: {type(exc).__name__}: {exc}\n"
+        "finished chunks are checkpointed; rerun with --resume after fixing the cause"
+    )

@@ -27,9 +27,13 @@ from gwbatch.gpstime import time_to_index
 from gwbatch.io.store import StoreMeta
 from gwbatch.searches import ChunkSpec, get_search
 
-#: Bytes of working memory per read sample per detector while a chunk is conditioned and searched
-#: (float64 series, complex FFTs, the boxcar outputs), plus 4 bytes per sample per detector of raw strain.
-WORK_BYTES_PER_SAMPLE = 64
+#: Host bytes per read sample of a task wherever its kernels run: the raw float32 strain of every
+#: detector (4 per detector) and one detector's float64 copy and masks in flight (16).
+HOST_BYTES_PER_SAMPLE = 16
+#: Kernel bytes per read sample for conditioning one detector (float64 series, complex FFTs) and per
+#: detector for its conditioned float64 series and mask, kept for the network stages.
+CONDITION_BYTES_PER_SAMPLE = 64
+KEPT_BYTES_PER_SAMPLE = 9
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,8 @@ class Plan:
     travel: tuple[tuple[float, ...], ...]  # light travel time (s) between detectors
     n_slides: int
     slide_step: float
-    task_memory_bytes: int
+    task_memory_bytes: int  # one task on a CPU worker: host arrays plus the kernels' arrays
+    task_device_bytes: int  # the kernels' arrays, on the GPU of a GPU worker
     fingerprint: str  # identifies what a chunk result depends on (config + store), for resume
 
     @property
@@ -69,7 +74,9 @@ class Plan:
             f" ({(self.span_stop - self.span_start) / fs:g} s, samples {self.span_start}..{self.span_stop})",
             f"chunks     {len(self.chunks)} tasks; halo {self.halo_before / fs:g} s before, {self.halo_after / fs:g} s after",
             f"slides     {self.n_slides} x {self.slide_step:g} s (zero lag excluded from background)",
-            f"memory     ~{self.task_memory_bytes / 2**20:.0f} MiB per task",
+            f"memory     per task ~{self.task_memory_bytes / 2**20:.0f} MiB on a CPU worker, or"
+            f" ~{(self.task_memory_bytes - self.task_device_bytes) / 2**20:.0f} MiB host +"
+            f" ~{self.task_device_bytes / 2**20:.0f} MiB GPU on a GPU worker",
             "chunk  own GPS span                              own samples            read samples",
         ]
         for c in self.chunks:
@@ -151,6 +158,14 @@ def fingerprint(campaign: Campaign, meta: StoreMeta) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def task_memory(campaign: Campaign, search, read_samples: int, n_ifos: int) -> tuple[int, int]:
+    """Upper bounds of one task's ``(host, kernel)`` bytes; the kernels' arrays are on the GPU of a
+    GPU worker and in host memory on a CPU worker (checked in :mod:`workflow.memory`)."""
+    host = read_samples * (4 * n_ifos + HOST_BYTES_PER_SAMPLE)
+    work = read_samples * (CONDITION_BYTES_PER_SAMPLE + KEPT_BYTES_PER_SAMPLE * n_ifos)
+    return host, work + search.work_bytes(campaign, read_samples, n_ifos)
+
+
 def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     """Everything that will run, decided before anything runs."""
     fs = meta.sample_rate
@@ -182,8 +197,7 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     n_slides = campaign.background.slides if (campaign.coincidence.min_ifos > 1 and len(ifos) > 1) else 0
     check_slides(len(ifos), n_slides, campaign.background.slide_step, ring, reach,
                  "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span")
-    longest = max(c.read_stop - c.read_start for c in chunks)
-    memory = longest * (4 * len(ifos) + WORK_BYTES_PER_SAMPLE)
+    host, work = task_memory(campaign, search, max(c.read_stop - c.read_start for c in chunks), len(ifos))
     return Plan(
         campaign_name=campaign.name,
         search=campaign.search.kind,
@@ -199,6 +213,7 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         travel=tuple(tuple(float(v) for v in row) for row in travel),
         n_slides=n_slides,
         slide_step=campaign.background.slide_step,
-        task_memory_bytes=int(memory),
+        task_memory_bytes=int(host + work),
+        task_device_bytes=int(work),
         fingerprint=fingerprint(campaign, meta),
     )

@@ -88,6 +88,7 @@ def write_chunk(directory: Path, result: ChunkResult, fingerprint: str) -> None:
             "device": result.device,
             "worker": result.worker,
             "seconds": result.seconds,
+            "device_peak_bytes": result.device_peak_bytes,
             "tables": sorted(result.tables),
             "arrays": sorted(result.arrays),
         },
@@ -125,4 +126,5 @@ def read_chunk(directory: Path, index: int, fingerprint: str) -> ChunkResult | N
         seconds=doc["seconds"],
         tables=tables,
         arrays=arrays,
+        device_peak_bytes=int(doc.get("device_peak_bytes", 0)),
     )

@@ -40,6 +40,10 @@ PIXEL_QUANTILE = 0.9
 #: some by 20-70 degrees).
 REGULATOR = {2: 1000.0, "more": 0.1}
 
+#: Memory of one burst task that does not grow with the chunk (clusters' delayed amplitudes, sky-loop
+#: batches, FFT plans), an upper bound.
+BURST_FIXED_BYTES = 2**30
+
 
 def pixel_levels(campaign: Campaign, sample_rate: float):
     """The search's resolutions, or a ConfigError naming the setting."""
@@ -92,6 +96,16 @@ class BurstSearch:
     def max_uncertainty(self, campaign: Campaign, sample_rate: float) -> float:
         """An event's timing uncertainty (s): the step of the coarsest-in-time pixels."""
         return 0.5 / min(campaign.search.resolutions)
+
+    def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
+        """Kernel working memory of one task (upper bound): per detector the float32 input and its 4x
+        upsampled copy, and a float32 energy map per resolution (one pixel per sample); per lag the
+        rolled network maps and their masks; the sky table and a batch of delayed amplitudes."""
+        n_levels = len(campaign.search.resolutions)
+        per_ifo = (4 + 16 + (8 + 8) * n_levels) * read_samples
+        per_lag = (4 + 1 + 8) * n_levels * read_samples
+        sky = 12 * 4**campaign.search.sky_order * n_ifos * 16
+        return n_ifos * per_ifo + per_lag + sky + BURST_FIXED_BYTES
 
     def process(self, campaign: Campaign, ifos: tuple[str, ...], backend: str, resources: dict,
                 spec: ChunkSpec) -> ChunkResult:

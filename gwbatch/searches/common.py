@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from gwbatch._xp import get_xp, resolve_backend, to_host
+from gwbatch._xp import device_memory_peak, get_xp, resolve_backend, to_host
 from gwbatch.conditioning import Conditioned, condition
 from gwbatch.conditioning.mask import mask_to_segments
 from gwbatch.config import Campaign
@@ -99,16 +99,17 @@ def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: Chu
     started = time.perf_counter()
     backend = resolve_backend(backend)
     frames, segments, gates, stats, kept = [], {}, [], {}, []
-    for series in conditioned_series(campaign, ifos, backend, spec):
-        frame, extra = search_one(series)
-        frames.append(frame.assign(chunk=spec.index))
-        segments[series.ifo], gate, stats[series.ifo] = bookkeeping(series, spec, len(frame), extra)
-        if gate is not None:
-            gates.append(gate)
-        if network is not None:
-            kept.append(series)
-    triggers = pd.concat(frames, ignore_index=True).astype(columns)
-    tables, arrays = network(kept, triggers) if network is not None else ({}, {})
+    with device_memory_peak(backend) as peak:
+        for series in conditioned_series(campaign, ifos, backend, spec):
+            frame, extra = search_one(series)
+            frames.append(frame.assign(chunk=spec.index))
+            segments[series.ifo], gate, stats[series.ifo] = bookkeeping(series, spec, len(frame), extra)
+            if gate is not None:
+                gates.append(gate)
+            if network is not None:
+                kept.append(series)
+        triggers = pd.concat(frames, ignore_index=True).astype(columns)
+        tables, arrays = network(kept, triggers) if network is not None else ({}, {})
     return ChunkResult(
         index=spec.index,
         triggers=triggers,
@@ -120,6 +121,7 @@ def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: Chu
         seconds=time.perf_counter() - started,
         tables=tables,
         arrays=arrays,
+        device_peak_bytes=int(peak[0]),
     )
 
 

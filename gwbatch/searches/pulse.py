@@ -32,6 +32,10 @@ TRIGGER_COLUMNS = {
 }
 
 
+#: Bytes per read sample of the boxcar search's arrays (see ``work_bytes``).
+WORK_PER_SAMPLE = 320
+
+
 class PulseSearch:
     kind = "pulse"
     slides_in_chunks = False
@@ -63,6 +67,11 @@ class PulseSearch:
             uncertainty=self.uncertainty(df, sample_rate),
             snr=df["rank"].to_numpy(np.float64),
         )
+
+    def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
+        """Kernel working memory of one task (upper bound): one detector at a time, its float64
+        series and the float32 boxcar outputs of a decimation level with their statistics."""
+        return WORK_PER_SAMPLE * read_samples
 
     def process(self, campaign: Campaign, ifos: tuple[str, ...], backend: str, resources: dict,
                 spec: ChunkSpec) -> ChunkResult:

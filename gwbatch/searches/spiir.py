@@ -50,6 +50,10 @@ TIMING = 1e-3
 #: ~40 ms), merger delays of the filters (under 30 ms) and the chi-squared lags.
 COHERENT_HALO = 0.25
 
+#: Memory of one SPIIR task that does not grow with the chunk (filter coefficients, the coherent
+#: stage's sky tables and candidate batches), an upper bound.
+SPIIR_FIXED_BYTES = 512 * 2**20
+
 
 def reweighted_snr(snr: np.ndarray, chisq: np.ndarray) -> np.ndarray:
     """PyCBC's new SNR: ``snr / ((1 + chisq^3)/2)^(1/6)`` where the reduced chi-squared exceeds 1."""
@@ -132,6 +136,13 @@ class SpiirSearch:
 
     def max_uncertainty(self, campaign: Campaign, sample_rate: float) -> float:
         return TIMING
+
+    def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
+        """Kernel working memory of one task (upper bound): every detector's float32 filter input,
+        kept for the coherent stage, and per pass of ``search.batch`` templates their complex64 SNR
+        series with the float32 magnitudes, masks and peak scratch the trigger search makes of them
+        (28 bytes per template and sample, measured 26 on an H200)."""
+        return (4 * n_ifos + 28 * campaign.search.batch) * read_samples + SPIIR_FIXED_BYTES
 
     def process(self, campaign: Campaign, ifos: tuple[str, ...], backend: str, resources: dict,
                 spec: ChunkSpec) -> ChunkResult:

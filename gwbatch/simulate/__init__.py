@@ -6,7 +6,11 @@ so a day of three-detector data at 16 kHz never needs to be in memory.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
@@ -32,6 +36,15 @@ def _arrival_delay(ifo: str, ra: float, dec: float, gps: float) -> float:
     return float(time_delay_from_earth_center(get_detector(ifo), ra, dec, gps))
 
 
+def _piece(item: tuple[str, int, int], *, seed: int, taps: dict, t0: float, sample_rate: float,
+           table: pd.DataFrame | None) -> np.ndarray:
+    """One detector's samples ``[start, stop)``: coloured noise plus the injections that reach them."""
+    ifo, start, stop = item
+    data = coloured_noise(seed, stream_id(ifo), start, stop, taps[ifo])
+    add_injections(data, start, t0, sample_rate, ifo, table)
+    return data
+
+
 def simulate_store(
     out: str | os.PathLike,
     *,
@@ -46,10 +59,12 @@ def simulate_store(
     chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
     overwrite: bool = False,
     progress=None,
+    workers: int = 1,
 ) -> Path:
     """Write a simulated store and return its path.
 
-    ``progress``, if given, is called with the fraction done after each chunk.
+    ``progress``, if given, is called with the fraction done after each chunk.  ``workers``
+    processes make the pieces in parallel; the store is the same for any number.
     """
     ifos = tuple(ifos)
     if duration <= 0:
@@ -101,14 +116,19 @@ def simulate_store(
         for ifo in ifos:
             writer.write_dq(ifo, 0, np.full(n_sec, DQ_ALL_PASS, dtype=np.uint8))
         step = min(chunk_samples, n_samples)
-        for k, start in enumerate(range(0, n_samples, step)):
-            stop = min(start + step, n_samples)
-            for ifo in ifos:
-                data = coloured_noise(seed, stream_id(ifo), start, stop, taps[ifo])
-                add_injections(data, start, float(t0), sample_rate, ifo, table)
+        pieces = [(ifo, start, min(start + step, n_samples)) for start in range(0, n_samples, step) for ifo in ifos]
+        make = functools.partial(_piece, seed=seed, taps=taps, t0=float(t0), sample_rate=sample_rate, table=table)
+        with contextlib.ExitStack() as stack:
+            if workers > 1 and len(pieces) > 1:  # every piece is independent (counter-based noise)
+                pool = stack.enter_context(ProcessPoolExecutor(min(workers, len(pieces)),
+                                                               mp_context=multiprocessing.get_context("spawn")))
+                made = pool.map(make, pieces, chunksize=1)
+            else:
+                made = map(make, pieces)
+            for done, ((ifo, start, stop), data) in enumerate(zip(pieces, made), 1):
                 writer.write_strain(ifo, start, data)
-            if progress is not None:
-                progress(stop / n_samples)
+                if progress is not None and done % len(ifos) == 0:
+                    progress(stop / n_samples)
         if table is not None:
             writer.write_injections(table)
         return writer.commit()

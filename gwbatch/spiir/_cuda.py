@@ -181,6 +181,12 @@ def filters_per_thread(n_filters: int) -> int:
     return CLASSES[-1]
 
 
+#: Most bytes of per-warp partial SNR series (summed over a template's warps afterwards) the
+#: few-template layout may allocate; beyond it, one warp per template (a chunk of 2^21 samples and
+#: 256 templates of 700 filters would otherwise need 90 GB).
+PARTIAL_OUTPUT_BYTES = 2**30
+
+
 @functools.cache
 def _sm_count() -> int:
     import cupy
@@ -192,11 +198,17 @@ def launch_plan(n_templates: int, n_filters: int, n_pad: int) -> tuple[int, int]
     """``(F, segments)`` for a bank.  With enough templates to fill the GPU (>= 4 warps per SM),
     one warp per template of the smallest fitting class and no time segments.  Otherwise one filter
     per thread (the most warps) and time segments (two passes and a scan), down to 128 samples, until
-    the GPU is filled."""
+    the GPU is filled.  When the per-warp partial outputs of that layout would exceed
+    ``PARTIAL_OUTPUT_BYTES`` (long chunks), the template's class instead (one warp per template or
+    two), with time segments of at least 4096 samples until ~8 warps per SM."""
     sms = _sm_count()
     if n_templates >= 4 * sms:
         return filters_per_thread(n_filters), 1
     warps = n_templates * -(-n_filters // 32)
+    if warps * n_pad * 8 > PARTIAL_OUTPUT_BYTES:  # long input: few warps per template, time segments
+        f = filters_per_thread(n_filters)
+        warps = n_templates * -(-n_filters // (32 * f))
+        return f, int(max(1, min(-(-8 * sms // warps), n_pad // 4096)))
     # Measured on an H200: 1 template x 32..512 filters x 4096 samples is fastest with ~32 segments.
     return 1, int(max(1, min(-(-4 * sms // warps), n_pad // 128)))
 

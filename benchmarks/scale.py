@@ -1,0 +1,120 @@
+"""Scaling of a whole campaign over GPUs: the one-day, three-search campaign on 1, 2, 4... GPUs.
+
+    python benchmarks/scale.py --gpus 4,2,1 [--duration 86400] [--config configs/one-day.yaml]
+
+Simulates the store when it is missing (``--workers`` processes), then runs ``gwbatch run`` once per
+GPU count with ``CUDA_VISIBLE_DEVICES`` set to that many GPUs (``LocalCUDACluster``: one worker per
+GPU), into the same output directory (``--overwrite``, so the SPIIR banks built by the first run are
+reused).  Per run it records the wall time of each stage, the strain-seconds searched per
+GPU-second of the chunk stage, the GPU utilisation the workers sampled, and the largest GPU memory a
+task of each search used against the plan's estimate.  Scaling efficiency against the smallest GPU
+count is T_small * n_small / (T_n * n) for the chunk stage (the part that runs on the GPUs) and for
+the whole run.  Results: JSON (``--result``) and a Markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def simulate(store: Path, duration: float, sample_rate: float, seed: int, workers: int) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "gwbatch", "simulate", "--ifos", "H1,L1,V1", "--duration", str(duration),
+                    "--sample-rate", str(sample_rate), "--seed", str(seed), "--out", str(store), "--overwrite",
+                    "--workers", str(workers)], check=True)
+    return time.perf_counter() - started
+
+
+def run(config: Path, out: Path, gpus: int, sets: list[str]) -> dict:
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(gpus)))
+    argv = [sys.executable, "-m", "gwbatch", "run", str(config), "--out", str(out), "--overwrite", "--no-progress",
+            "--set", "cluster.kind=local-cuda"]
+    for s in sets:
+        argv += ["--set", s]
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, env=env)
+    wall = time.perf_counter() - started
+    manifest = json.loads((out / "manifest.json").read_text())
+    stages = manifest["timing"]["stages"]
+    members = {}
+    strain_seconds = 0.0
+    for m in manifest["members"]:
+        own = json.loads((out / m["manifest"]).read_text())
+        analysed = sum(own["livetime"]["analysed_seconds"].values())
+        strain_seconds = max(strain_seconds, analysed)
+        peaks = [c.get("device_peak_bytes", 0) for c in own["chunks"]]
+        members[m["name"]] = {
+            "kind": m["kind"], "chunks": m["chunks"], "chunk_seconds_total": m["chunk_seconds"],
+            "candidates": m["candidates"], "analysed_strain_seconds": analysed,
+            "device_peak_bytes_max": max(peaks) if peaks else 0,
+            "task_device_bytes_estimate": own["plan"]["task_device_bytes"],
+        }
+    gpu = manifest.get("gpu_utilisation") or {}
+    chunk_wall = stages["chunks"]
+    return {
+        "gpus": gpus, "wall_seconds": wall, "stages": stages, "devices": manifest["devices"],
+        "strain_seconds": strain_seconds,
+        "strain_seconds_per_gpu_second": strain_seconds / (gpus * chunk_wall),
+        "gpu_utilisation_mean": gpu.get("mean"),
+        "gpu_utilisation_per_device": [d["mean"] for d in gpu.get("devices", [])],
+        "members": members,
+        "provenance": manifest.get("provenance"),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", type=Path, default=Path("configs/one-day.yaml"))
+    p.add_argument("--store", type=Path, default=Path("data/one-day.zarr"))
+    p.add_argument("--out", type=Path, default=Path("runs/scale"))
+    p.add_argument("--gpus", default="4,2,1", help="GPU counts to run, in order")
+    p.add_argument("--duration", type=float, default=86400.0)
+    p.add_argument("--sample-rate", type=float, default=4096.0)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes that simulate the store")
+    p.add_argument("--set", action="append", default=[], help="extra campaign overrides")
+    p.add_argument("--result", type=Path, help="JSON file to write")
+    args = p.parse_args(argv)
+    record = {"config": str(args.config), "duration": args.duration, "sample_rate": args.sample_rate,
+              "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "runs": []}
+    if not (args.store / "zarr.json").exists():
+        record["simulate_seconds"] = simulate(args.store, args.duration, args.sample_rate, args.seed, args.workers)
+    sets = [f"data.store={args.store}", *args.set]
+    for n in [int(g) for g in args.gpus.split(",")]:
+        record["runs"].append(run(args.config, args.out, n, sets))
+        if args.result:
+            args.result.write_text(json.dumps(scaling(record), indent=1))
+    record = scaling(record)
+    print(markdown(record))
+    return 0
+
+
+def scaling(record: dict) -> dict:
+    runs = record["runs"]
+    if runs:
+        base = min(runs, key=lambda r: r["gpus"])
+        for r in runs:
+            r["scaling_chunks"] = base["stages"]["chunks"] * base["gpus"] / (r["stages"]["chunks"] * r["gpus"])
+            r["scaling_wall"] = base["wall_seconds"] * base["gpus"] / (r["wall_seconds"] * r["gpus"])
+    return record
+
+
+def markdown(record: dict) -> str:
+    lines = ["| GPUs | chunk stage (s) | whole run (s) | strain-s per GPU-s | scaling (chunks) | scaling (run) | "
+             "GPU utilisation |", "|---|---|---|---|---|---|---|"]
+    for r in sorted(record["runs"], key=lambda r: r["gpus"]):
+        util = r["gpu_utilisation_mean"]
+        lines.append(f"| {r['gpus']} | {r['stages']['chunks']:.1f} | {r['wall_seconds']:.1f} | "
+                     f"{r['strain_seconds_per_gpu_second']:.0f} | {r['scaling_chunks']:.2f} | {r['scaling_wall']:.2f} | "
+                     f"{'n/a' if util is None else f'{util:.0f}%'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
