@@ -304,18 +304,119 @@ class PlanConfig(StrictModel):
     chunk: PositiveFloat = Field(128.0, description="seconds of data each task owns (plus halos)")
 
 
+JOBQUEUE_KINDS = ("slurm", "pbs", "htcondor")
+
+_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]i?b?|b)?\s*$", re.IGNORECASE)
+
+
+def _memory(v: str | None) -> str | None:
+    if v is not None and (not _BYTES.match(v) or float(_BYTES.match(v).group(1)) <= 0):
+        raise ValueError("must be an amount of memory such as '16GiB', '4000MB' or '64G'")
+    return v
+
+
+class JobqueueConfig(StrictModel):
+    """Batch jobs for the kinds ``slurm``, ``pbs`` and ``htcondor`` (dask-jobqueue): what one job asks
+    for, and how many jobs the run may hold (adaptive scaling)."""
+
+    queue: str | None = Field(None, description="partition (SLURM -p) or queue (PBS -q); HTCondor has none")
+    account: str | None = Field(None, description="account charged (SLURM/PBS -A; HTCondor accounting_group)")
+    walltime: str = Field("04:00:00", description="time limit of one job, HH:MM:SS (HTCondor: MY.MaxRuntime)")
+    cores: PositiveInt = Field(1, description="CPU cores per job, shared by its worker processes")
+    processes: PositiveInt = Field(1, description="Dask worker processes per job (each gets cores / processes threads)")
+    memory: str | None = Field(None, description="memory per job, e.g. '16GiB' (required); each worker gets "
+                                                 "memory / processes")
+    gpus: NonNegativeInt = Field(0, description="GPUs per job; when > 0 each worker is pinned to one GPU "
+                                                "(dask-cuda worker) and processes must equal gpus")
+    disk: str | None = Field(None, description="HTCondor only: scratch disk per job; default the job's memory")
+    job_extra_directives: list[str] = Field(
+        [], description="extra scheduler directives, one per item (SLURM/PBS: the text after #SBATCH / #PBS; "
+                        "HTCondor: 'key = value' submit commands)")
+    job_script_prologue: list[str] = Field(
+        [], description="shell lines run before the workers start, e.g. 'module load cuda'")
+    local_directory: str | None = Field(None, description="worker scratch directory on the compute node, "
+                                                          "e.g. $TMPDIR or /scratch")
+    log_directory: str | None = Field(None, description="directory for the batch system's job logs")
+    interface: str | None = Field(None, description="network interface the scheduler and workers listen on, "
+                                                    "e.g. ib0")
+    python: str | None = Field(None, description="python on the compute nodes; default this run's interpreter")
+    minimum_jobs: NonNegativeInt = Field(0, description="adaptive scaling: jobs kept even when idle")
+    maximum_jobs: PositiveInt = Field(1, description="adaptive scaling: most jobs held at once")
+    start_timeout: PositiveFloat = Field(
+        600.0, description="seconds to wait for the first worker (queue wait included) before giving up")
+
+    @field_validator("walltime", mode="before")
+    @classmethod
+    def _sexagesimal(cls, v):
+        # YAML 1.1 reads an unquoted 04:00:00 as the integer 14400 (base 60): take it as seconds.
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return f"{v // 3600:02d}:{v // 60 % 60:02d}:{v % 60:02d}"
+        return v
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, v):
+        if not re.fullmatch(r"\d+:[0-5]\d:[0-5]\d", v) or v.replace("0", "").replace(":", "") == "":
+            raise ValueError("must be a positive time HH:MM:SS, e.g. '04:00:00' or '48:00:00'")
+        return v
+
+    @field_validator("memory", "disk")
+    @classmethod
+    def _bytes(cls, v):
+        return _memory(v)
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.gpus > 0 and self.processes != self.gpus:
+            raise ValueError(
+                f"processes ({self.processes}) must equal gpus ({self.gpus}) when gpus > 0: each worker process "
+                "is pinned to one GPU")
+        if self.cores < self.processes:
+            raise ValueError(
+                f"cores ({self.cores}) must be at least processes ({self.processes}): each worker process "
+                "needs a core")
+        if self.maximum_jobs < self.minimum_jobs:
+            raise ValueError(
+                f"maximum_jobs ({self.maximum_jobs}) must be at least minimum_jobs ({self.minimum_jobs})")
+        return self
+
+    def walltime_seconds(self) -> int:
+        h, m, s = (int(p) for p in self.walltime.split(":"))
+        return 3600 * h + 60 * m + s
+
+
 class ClusterConfig(StrictModel):
-    kind: Literal["auto", "local", "local-cuda", "address", "in-process"] = "auto"
+    kind: Literal["auto", "local", "local-cuda", "address", "in-process", "slurm", "pbs", "htcondor"] = Field(
+        "auto", description="where tasks run: auto (local-cuda with GPUs, else local), local, local-cuda, address, "
+                            "in-process, or batch jobs on slurm, pbs or htcondor (see cluster.jobqueue)")
     n_workers: PositiveInt | None = Field(None, description="workers (local: default one per core; local-cuda: one per GPU)")
     threads_per_worker: PositiveInt = 1
     memory_limit: str = "auto"
     address: str | None = Field(None, description="scheduler address for kind 'address'")
     dashboard_address: str = ":8787"
+    jobqueue: JobqueueConfig = Field(JobqueueConfig(), description="batch jobs for kinds slurm, pbs and htcondor")
 
     @model_validator(mode="after")
     def _address(self):
         if self.kind == "address" and not self.address:
             raise ValueError("kind 'address' needs cluster.address, e.g. tcp://scheduler:8786")
+        return self
+
+    @model_validator(mode="after")
+    def _jobqueue(self):
+        if self.kind not in JOBQUEUE_KINDS:
+            return self
+        jq = self.jobqueue
+        if jq.memory is None:
+            raise ValueError(f"kind {self.kind!r} needs cluster.jobqueue.memory, the memory of one job (e.g. 16GiB)")
+        if self.kind == "htcondor":
+            if jq.queue is not None:
+                raise ValueError(f"cluster.jobqueue.queue ({jq.queue!r}) has no HTCondor equivalent; put submit "
+                                 "commands such as 'requirements = ...' in cluster.jobqueue.job_extra_directives")
+            bad = [d for d in jq.job_extra_directives if "=" not in d]
+            if bad:
+                raise ValueError(f"cluster.jobqueue.job_extra_directives: HTCondor takes 'key = value' submit "
+                                 f"commands, got {bad[0]!r}")
         return self
 
 

@@ -7,7 +7,7 @@
     gwbatch bank place configs/banks/bns.yaml --psd aLIGO --out banks/bns-templates.h5
     gwbatch bank build configs/banks/bbh.yaml --psd aLIGO --out banks/bbh.h5
     gwbatch bank summary banks/bbh.h5
-    gwbatch run configs/demo.yaml [--out DIR] [--set key=value ...] [--resume | --overwrite] [--dry-run]
+    gwbatch run configs/demo.yaml [--out DIR] [--set key=value ...] [--cluster KIND] [--resume | --overwrite] [--dry-run]
 
 Errors in the input are reported in one message naming the bad value and what is allowed, with a
 non-zero exit status (2 config, 3 data, 4 output, 5 a failed chunk).
@@ -189,10 +189,26 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _print_job_script(cluster) -> None:
+    """For batch kinds, the job script dask-jobqueue would submit (with --dry-run)."""
+    from gwbatch.config import JOBQUEUE_KINDS
+
+    if cluster.kind not in JOBQUEUE_KINDS:
+        return
+    from workflow.cluster import job_script
+
+    script, jq = job_script(cluster), cluster.jobqueue
+    print(f"\njob script ({cluster.kind}; adaptive, {jq.minimum_jobs} to {jq.maximum_jobs} jobs of {jq.processes} "
+          "worker(s); the scheduler address is this dry run's, a real run has its own):")
+    print(script.rstrip())
+
+
 def cmd_run(args) -> int:
     from gwbatch.config import Campaign, load_run
     from gwbatch.io.store import read_meta
 
+    if args.cluster:  # --cluster KIND: --set cluster.kind=KIND, applied after the --set items
+        args.set = [*(args.set or ()), f"cluster.kind={args.cluster}"]
     loaded = load_run(args.config, args.set or ())
     members = {"": loaded} if isinstance(loaded, Campaign) else loaded.members
     if args.dry_run:
@@ -202,6 +218,7 @@ def cmd_run(args) -> int:
             meta = read_meta(campaign.data.store)
             print(f"== searches.{name}" if name else "", make_plan(campaign, meta).describe(float(meta.t0)),
                   sep="\n" if name else "")
+        _print_job_script(loaded.cluster)
         return 0
     from workflow.campaign import run_campaign, run_suite, suite_lines, summary_lines
 
@@ -288,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. search.threshold=7")
     run.add_argument("--resume", action="store_true", help="reuse finished chunks in the output directory")
     run.add_argument("--overwrite", action="store_true", help="discard what the output directory holds")
-    run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    run.add_argument("--cluster", metavar="KIND", help="shortcut for --set cluster.kind=KIND (e.g. slurm, pbs, htcondor)")
+    run.add_argument("--dry-run", action="store_true", help="print the plan (and a batch kind's job script) and exit")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=cmd_run)
     return parser

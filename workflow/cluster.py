@@ -4,27 +4,34 @@ Kinds: ``in-process`` (no Dask: tasks run one after another in this process, for
 tests), ``local`` (``distributed.LocalCluster``, one single-threaded worker process per core),
 ``local-cuda`` (``dask_cuda.LocalCUDACluster``, one worker per visible GPU), ``address`` (connect
 to a running scheduler) and ``auto``: ``local-cuda`` when NVML reports GPUs and dask-cuda is
-installed, else ``local``.
+installed, else ``local``.  ``slurm``, ``pbs`` and ``htcondor`` submit batch jobs through
+dask-jobqueue (``cluster.jobqueue``): the scheduler runs in this process, each job runs
+``cluster.jobqueue.processes`` workers, and the number of jobs adapts to the pending tasks between
+``minimum_jobs`` and ``maximum_jobs``.  GPU jobs run ``dask cuda worker``: one worker per GPU.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
+import shutil
+import sys
 from dataclasses import dataclass
 from typing import Iterator
 
 from gwbatch._xp import cupy_available
-from gwbatch.config import ClusterConfig
-from gwbatch.errors import ConfigError
+from gwbatch.config import JOBQUEUE_KINDS, ClusterConfig
+from gwbatch.errors import ConfigError, GwbatchError
 
 log = logging.getLogger("gwbatch")
 
 
 @dataclass
 class Cluster:
-    """A running cluster: its client (None in-process), resolved kind, workers, dashboard and backend."""
+    """A running cluster: its client (None in-process), resolved kind, workers (batch kinds: the most
+    adaptive scaling may start), dashboard and backend."""
 
     client: object | None
     kind: str
@@ -57,8 +64,7 @@ def resolve_kind(cfg: ClusterConfig) -> str:
         return cfg.kind
     if gpu_count() > 0:
         try:
-            import dask_cuda  # noqa: F401
-
+            importlib.import_module("dask_cuda")
             return "local-cuda"
         except ImportError:
             log.warning("GPUs are visible but dask-cuda is not installed; using CPU workers (pip install 'gwbatch[gpu]')")
@@ -67,20 +73,24 @@ def resolve_kind(cfg: ClusterConfig) -> str:
 
 def cpu_cluster_config(cfg: ClusterConfig) -> ClusterConfig:
     """The cluster for CPU-bound preparation (building banks): the configured scheduler when given
-    by address, in-process when so configured, else local CPU workers, one per core (a GPU cluster
-    has only one worker per GPU)."""
-    if cfg.kind in ("address", "in-process"):
+    by address, in-process when so configured, the same batch jobs for slurm/pbs/htcondor (nothing
+    heavy on the submit host), else local CPU workers, one per core (a GPU cluster has only one
+    worker per GPU)."""
+    if cfg.kind in ("address", "in-process", *JOBQUEUE_KINDS):
         return cfg
     return cfg.model_copy(update={"kind": "local", "n_workers": None if cfg.kind != "local" else cfg.n_workers,
                                   "dashboard_address": ":0"})
 
 
-def resolve_backend(requested: str, kind: str) -> str:
-    """The array backend the tasks use: CuPy on GPU clusters, NumPy on CPU ones, unless fixed."""
+def resolve_backend(requested: str, kind: str, gpus: int = 0) -> str:
+    """The array backend the tasks use: CuPy on GPU clusters, NumPy on CPU ones, unless fixed
+    (``gpus``: GPUs per batch job for the jobqueue kinds)."""
     if requested != "auto":
         return requested
     if kind == "local-cuda":
         return "cupy"
+    if kind in JOBQUEUE_KINDS:
+        return "cupy" if gpus > 0 else "numpy"
     if kind == "in-process":
         return "cupy" if cupy_available() else "numpy"
     if kind == "address":
@@ -88,13 +98,153 @@ def resolve_backend(requested: str, kind: str) -> str:
     return "numpy"
 
 
+# The dask-jobqueue cluster class of each batch kind (a dotted name, imported when a cluster starts).
+JOBQUEUE_CLASSES = {
+    "slurm": "dask_jobqueue.SLURMCluster",
+    "pbs": "dask_jobqueue.PBSCluster",
+    "htcondor": "dask_jobqueue.HTCondorCluster",
+}
+
+GPU_WORKER_COMMAND = "dask cuda worker"  # run as `python -m dask cuda worker`: one worker per visible GPU
+
+
+def _bytes(text: str) -> int:
+    from dask.utils import parse_bytes
+
+    return parse_bytes(text)
+
+
+def jobqueue_cluster_kwargs(cfg: ClusterConfig) -> tuple[str, dict]:
+    """The dask-jobqueue cluster class (dotted name) for ``cfg.kind`` and its constructor keywords.
+
+    GPU jobs ask the batch system for ``gpus`` GPUs (SLURM ``--gres=gpu:N``, PBS ``ngpus=N`` in the
+    select line, HTCondor ``request_gpus``) and start ``dask cuda worker``, which runs one worker per
+    GPU in CUDA_VISIBLE_DEVICES, each pinned to its own GPU.
+    """
+    kind = cfg.kind
+    if kind not in JOBQUEUE_CLASSES:
+        raise ConfigError(f"cluster.kind {kind!r} is not a batch system (allowed: {', '.join(JOBQUEUE_CLASSES)})")
+    jq = cfg.jobqueue
+    prologue = list(jq.job_script_prologue)
+    directives = list(jq.job_extra_directives)
+    kwargs: dict = {
+        "cores": jq.cores,
+        "processes": jq.processes,
+        "memory": jq.memory,
+        "job_name": "gwbatch",
+        "python": jq.python or sys.executable,
+        "scheduler_options": {"dashboard_address": cfg.dashboard_address},
+    }
+    if jq.gpus > 0:
+        kwargs["worker_command"] = GPU_WORKER_COMMAND
+        # dask-cuda starts one worker per device in CUDA_VISIBLE_DEVICES; batch systems set it to the
+        # job's GPUs, and where one does not, the job's first `gpus` devices are used.
+        prologue.append(f"export CUDA_VISIBLE_DEVICES=${{CUDA_VISIBLE_DEVICES:-{','.join(map(str, range(jq.gpus)))}}}")
+    for key in ("local_directory", "log_directory", "interface"):
+        if getattr(jq, key) is not None:
+            kwargs[key] = getattr(jq, key)
+    if kind == "htcondor":
+        submit = {"MY.MaxRuntime": jq.walltime_seconds()}
+        if jq.account is not None:
+            submit["accounting_group"] = jq.account
+        if jq.gpus > 0:
+            submit["request_gpus"] = jq.gpus
+        for item in directives:
+            key, _, value = item.partition("=")
+            submit[key.strip()] = value.strip()
+        kwargs.update(disk=jq.disk or jq.memory, job_extra_directives=submit)
+    else:
+        kwargs["walltime"] = jq.walltime
+        for key in ("queue", "account"):
+            if getattr(jq, key) is not None:
+                kwargs[key] = getattr(jq, key)
+        if kind == "slurm" and jq.gpus > 0:
+            directives.insert(0, f"--gres=gpu:{jq.gpus}")
+        if kind == "pbs" and jq.gpus > 0:
+            from dask_jobqueue.pbs import pbs_format_bytes_ceil
+
+            kwargs["resource_spec"] = (f"select=1:ncpus={jq.cores}:ngpus={jq.gpus}"
+                                       f":mem={pbs_format_bytes_ceil(_bytes(jq.memory))}")
+        kwargs["job_extra_directives"] = directives
+    kwargs["job_script_prologue"] = prologue
+    return JOBQUEUE_CLASSES[kind], kwargs
+
+
+def _jobqueue_class(name: str) -> type:
+    module, _, attr = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except ImportError:
+        raise ConfigError(f"batch clusters need dask-jobqueue: pip install 'dask-jobqueue>=0.9' ({name})") from None
+
+
+def job_script(cfg: ClusterConfig) -> str:
+    """The job script the cluster would submit for ``cfg`` (dask-jobqueue's ``job_script()``).
+
+    A scheduler has to exist for its address to appear: one is started without a dashboard and
+    closed at once; no job is submitted.
+    """
+    name, kwargs = jobqueue_cluster_kwargs(cfg)
+    kwargs["scheduler_options"] = {**kwargs["scheduler_options"], "dashboard": False}
+    with _new_jobqueue_cluster(cfg.kind, _jobqueue_class(name), kwargs) as cluster:
+        return cluster.job_script()
+
+
+def _new_jobqueue_cluster(kind: str, cls: type, kwargs: dict):
+    """``cls(**kwargs)`` with no job yet; a scheduler that cannot start is a configuration error."""
+    quiet_dask_logs()
+    try:
+        return cls(n_workers=0, **kwargs)
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise ConfigError(f"cluster.kind {kind!r}: cannot start the scheduler: {exc}") from None
+
+
+@contextlib.contextmanager
+def _jobqueue_cluster(cfg: ClusterConfig, resolved_backend: str) -> Iterator[Cluster]:
+    """Start the batch cluster, adapt it between minimum_jobs and maximum_jobs, wait for a worker."""
+    from distributed import Client
+
+    jq = cfg.jobqueue
+    name, kwargs = jobqueue_cluster_kwargs(cfg)
+    cls = _jobqueue_class(name)
+    submit = getattr(getattr(cls, "job_cls", None), "submit_command", None)
+    if submit and shutil.which(submit.split()[0]) is None:
+        raise ConfigError(f"cluster.kind {cfg.kind!r} submits jobs with {submit.split()[0]}, which is not on PATH here; "
+                          "run gwbatch where jobs can be submitted (a login node)")
+    cluster = _new_jobqueue_cluster(cfg.kind, cls, kwargs)
+    try:
+        with Client(cluster) as client:
+            # Adaptive scaling asks for jobs only when tasks are pending: hold one job until the
+            # first worker has arrived, then honour minimum_jobs.
+            cluster.adapt(minimum_jobs=max(1, jq.minimum_jobs), maximum_jobs=jq.maximum_jobs)
+            try:
+                client.wait_for_workers(1, timeout=jq.start_timeout)
+            except TimeoutError:
+                raise GwbatchError(
+                    f"cluster.kind {cfg.kind!r}: no worker joined within cluster.jobqueue.start_timeout "
+                    f"({jq.start_timeout:g} s); check the queue, the job logs (cluster.jobqueue.log_directory) "
+                    "and the job script (gwbatch run CAMPAIGN --dry-run)") from None
+            cluster.adapt(minimum_jobs=jq.minimum_jobs, maximum_jobs=jq.maximum_jobs)
+            quiet_dask_logs()
+            yield Cluster(client, cfg.kind, jq.maximum_jobs * jq.processes, client.dashboard_link, resolved_backend)
+    except BaseException:
+        with contextlib.suppress(Exception):  # cancelling jobs that never started must not hide the cause
+            cluster.close()
+        raise
+    cluster.close()
+
+
 @contextlib.contextmanager
 def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cluster]:
     """Start (or connect to) the cluster for a run and close it afterwards."""
     kind = resolve_kind(cfg)
-    resolved_backend = resolve_backend(backend, kind)
+    resolved_backend = resolve_backend(backend, kind, cfg.jobqueue.gpus)
     if kind == "in-process":
         yield Cluster(None, kind, 1, None, resolved_backend)
+        return
+    if kind in JOBQUEUE_KINDS:
+        with _jobqueue_cluster(cfg, resolved_backend) as cluster:
+            yield cluster
         return
     from distributed import Client
 

@@ -12,6 +12,7 @@ rfft grid ``f_k = k * delta_f``, so SNR normalisation and horizon distances foll
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,7 @@ class Template:
 
 def lal_available() -> bool:
     try:
-        import lalsimulation  # noqa: F401
+        importlib.import_module("lalsimulation")
     except ImportError:
         return False
     return True
