@@ -1,6 +1,9 @@
 # gwbatch: two commands on a fresh machine with Python >= 3.11 and pip.
 #   make demo   virtual environment, install, simulate data, run the demo campaign, say where results are
-#   make test   the test suite (CPU only; GPU tests run on a GPU machine with: pytest -m gpu)
+#   make test   the test suite (CPU only; GPU tests run on a GPU machine with: pytest -m gpu); runs `make browser`
+#               first, best effort: it never fails the tests, which skip the browser test without Chromium
+#   make browser  Chromium for the report's headless-browser test: Debian's package, installed with apt-get
+#               when no chromium is on PATH and we are root; otherwise says the browser test will be skipped
 #   make gw150914-spiir  the SPIIR search on the bundled GW150914 data (needs the test extra's lalsuite)
 #   make gw150914-burst  the unmodelled burst search on the bundled GW150914 data
 PYTHON ?= python3
@@ -11,7 +14,7 @@ STAMP  := $(VENV)/.gwbatch-installed
 DEMO_STORE := data/demo.zarr
 DEMO_SIM   := --ifos H1,L1,V1 --duration 1024 --sample-rate 2048 --seed 1 --injections 60
 
-.PHONY: demo test install pulsar gw150914 gw150914-spiir gw150914-burst clean
+.PHONY: demo test install browser pulsar gw150914 gw150914-spiir gw150914-burst clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gwbatch needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -47,7 +50,24 @@ gw150914-spiir: $(STAMP)
 	$(BIN)/gwbatch ingest gwosc $(GW150914_FILES) --out data/gw150914.zarr --overwrite
 	$(BIN)/python benchmarks/gw150914.py --out runs/gw150914
 
+# Best effort: every branch succeeds, so `make test` never fails here (tests/test_report_browser.py
+# skips without a browser, or fails when GWBATCH_REQUIRE_BROWSER=1, as in .ci/run).
+BROWSERS := chromium chromium-browser google-chrome
+
+browser:
+	@found=""; for b in $(BROWSERS); do command -v $$b >/dev/null 2>&1 && { found=$$b; break; }; done; \
+	if [ -n "$$found" ]; then \
+		echo "browser: $$(command -v $$found) (for tests/test_report_browser.py)"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "browser: installing Debian's chromium for tests/test_report_browser.py"; \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; } \
+			|| echo "browser: could not install chromium; the browser tests will be skipped"; \
+	else \
+		echo "browser: no chromium on PATH and no way to install it (needs apt-get and root); the browser tests will be skipped"; \
+	fi
+
 test: $(STAMP)
+	-@$(MAKE) --no-print-directory browser
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -144,6 +144,97 @@ def make_gates() -> pd.DataFrame:
                          "gps_time": [SPAN_START + 1.0, SPAN_START + 20.0], "peak": [120.5, 88.25]})
 
 
+def make_series(ifos=("H1", "L1"), n=3, seed=4) -> list[dict]:
+    """Statistic time series around the first ``n`` candidates: a peak at 0 (ms offsets per detector) on noise."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(-0.5, 0.5, 401)
+    cands = make_candidates(ifos)
+    series = []
+    for i in range(n):
+        peak = float(cands["snr"].iloc[i]) / np.sqrt(len(ifos))
+        curves = {ifo: (t, np.abs(rng.normal(0, 1, t.size)) + peak * np.exp(-0.5 * ((t - 0.002 * k) / 0.01) ** 2))
+                  for k, ifo in enumerate(ifos)}
+        series.append({"label": f"#{i + 1}", "gps_time": float(cands["gps_time"].iloc[i]), "statistic": "\u03c1",
+                       "curves": curves})
+    return series
+
+
+def gaussian_skymap(order: int, ra: float, dec: float, sigma_deg: float) -> np.ndarray:
+    """A von Mises-Fisher blob of width ``sigma_deg`` around (ra, dec), nested HEALPix probabilities."""
+    from gwbatch.coherent.sky import sky_grid
+
+    grid = sky_grid(order)
+    cos = (np.sin(dec) * np.sin(grid.dec) + np.cos(dec) * np.cos(grid.dec) * np.cos(grid.ra - ra))
+    logp = (cos - 1) / np.radians(sigma_deg) ** 2
+    p = np.exp(logp - logp.max())
+    return p / p.sum()
+
+
+UNIFORM_PIXELS = 16  # order-3 pixels 0..15: the 16 children of order-1 pixel 0, one compact patch
+
+
+def uniform_skymap(order: int = 3, k: int = UNIFORM_PIXELS) -> np.ndarray:
+    prob = np.zeros(12 * 4**order)
+    prob[:k] = 1.0 / k
+    return prob
+
+
+def make_skymaps() -> list[dict]:
+    return [
+        {"label": "#1", "gps_time": SPAN_START + 1234.56789, "prob": gaussian_skymap(5, 2.0, -0.6, 8.0),
+         "ra": 2.0, "dec": -0.6},
+        {"label": "#2", "gps_time": SPAN_START + 2000.0, "prob": uniform_skymap(), "ra": None, "dec": None},
+    ]
+
+
+def make_gpu(n_gpus=2, samples=120, interval=5.0, seed=5) -> dict:
+    rng = np.random.default_rng(seed)
+    devices = []
+    for k in range(n_gpus):
+        t = np.arange(samples) * interval
+        u = np.clip(80 + 10 * rng.standard_normal(samples) - 5 * k, 0, 100)
+        u[:3] = 0.0
+        mem = (20 + 5 * k) * 2**30 * np.minimum(1.0, t / 60.0)
+        devices.append({"index": k, "name": "NVIDIA H200", "t": t.tolist(), "utilisation": u.tolist(),
+                        "memory_used": mem.tolist(), "mean": float(u.mean())})
+    return {"interval_s": interval, "devices": devices}
+
+
+PROVENANCE = {
+    "config_sha256": "3f5a0c9e" * 8,
+    "code_version": "0.1.0",
+    "git_commit": "d3796880f1c2a4b5e6d7c8b9a0f1e2d3c4b5a697",
+    "host": "node-17.example",
+    "devices": ["cpu", "cuda:0"],
+    "packages": {"numpy": "2.1.3", "scipy": "1.14.1", "matplotlib": "3.9.2"},
+}
+
+MEMBERS = [
+    {"name": "pulse", "kind": "pulse", "candidates": 50, "report": "pulse/report.html", "livetime_s": 4000.0,
+     "background_s": 40000.0},
+    {"name": "burst", "kind": "burst", "candidates": 7, "report": "burst/report.html", "livetime_s": 3900.0,
+     "background_s": 195000.0},
+]
+
+
+def rich_inputs(ifos=("H1", "L1")) -> dict:
+    """Every section of the report filled: the full inputs plus time series, skymaps, provenance, stage
+    timing, GPU utilisation, member searches, and injections with hrss and skymap credible levels."""
+    inputs = full_inputs(ifos)
+    manifest = inputs["manifest"]
+    manifest["provenance"] = PROVENANCE
+    manifest["timing"]["stages"] = {"plan": 0.5, "chunks": 3000.0, "reduce": 600.0, "report": 4.5}
+    manifest["gpu_utilisation"] = make_gpu()
+    manifest["members"] = MEMBERS
+    inj = inputs["injections"]
+    inj["hrss"] = np.geomspace(1e-22, 1e-21, len(inj))
+    inj["credible_level"] = np.where(inj["found"], np.linspace(0.1, 0.9, len(inj)), np.nan)
+    inj["area90"] = np.where(inj["found"], 120.0, np.nan)
+    inputs["series"] = make_series(ifos)
+    inputs["skymaps"] = make_skymaps()
+    return inputs
+
+
 def full_inputs(ifos=("H1", "L1")) -> dict:
     return {"manifest": make_manifest(ifos), "candidates": make_candidates(ifos), "background": make_background(ifos),
             "injections": make_injections(ifos), "gates": make_gates()}
@@ -316,3 +407,239 @@ def test_fig_to_svg_strips_header():
     fig.add_subplot().plot([1, 2], [3, 4])
     svg = fig_to_svg(fig, "x")
     assert svg.startswith("<svg") and "<?xml" not in svg and "DOCTYPE" not in svg
+
+
+# ----------------------------------------------------------------------------------------------
+# time series and skymaps of the top candidates, provenance, stage timing, GPU utilisation, searches
+
+FIGURE_IDS = ("fig-time", "fig-ifar", "fig-rank", "fig-series", "fig-skymaps", "fig-inj", "fig-eff-snr",
+              "fig-eff-hrss", "fig-pp", "fig-gpu")
+PIXEL_AREA_ORDER3 = 4 * np.pi * (180 / np.pi) ** 2 / 768
+
+
+@pytest.fixture(scope="module")
+def rich_report(tmp_path_factory):
+    """One report with every section filled, shared by the tests that only read it (~4 s to draw)."""
+    directory = tmp_path_factory.mktemp("rich")
+    inputs = rich_inputs()
+    out = write_report(directory / "report.html", **inputs)
+    return out.read_text(encoding="utf-8"), inputs
+
+
+def figure_html(text: str, fig_id: str) -> str:
+    match = re.search(rf'<figure id="{fig_id}">(.*?)</figure>', text, re.S)
+    assert match, f"no figure {fig_id}"
+    return match.group(1)
+
+
+def svg_group(svg: str, gid: str) -> str:
+    """The SVG group with id ``gid`` up to the next group of the same nesting (enough to count its paths)."""
+    start = svg.index(f'<g id="{gid}">')
+    return svg[start:svg.index("</g>", start)]
+
+
+def test_rich_report_has_every_figure(rich_report):
+    text, _ = rich_report
+    for fig_id in FIGURE_IDS:
+        assert "<svg" in figure_html(text, fig_id)
+    assert "Not drawn" not in text
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids))
+
+
+def test_rich_report_is_self_contained(rich_report):
+    text, _ = rich_report
+    for external in ("<link", "<img", "src=", 'href="http', "url(http", "@import", "<script"):
+        assert external not in text
+    # the only references: to ids inside the page, the skymaps' embedded PNGs, and the member searches' reports
+    for href in re.findall(r'href="([^"]*)"', text):
+        assert href.startswith(("#", "data:image/png;base64,")) or href in ("pulse/report.html", "burst/report.html")
+
+
+def test_series_figure(rich_report):
+    text, inputs = rich_report
+    assert "SNR / \u03c1 time series around the top candidates" in text
+    svg = figure_html(text, "fig-series")
+    assert len(re.findall(r'<g id="fig-series-axes_\d+">', svg)) == len(inputs["series"]) == 3
+    assert "the dashed line marks the candidate&#x27;s time" in svg
+
+
+def test_series_at_most_five_panels(tmp_path):
+    inputs = empty_inputs()
+    series = make_series(n=7)
+    for entry in series[5:]:  # beyond the fifth: never drawn, so their values do not matter
+        entry["curves"] = {"H1": (np.zeros(3), np.zeros(4))}
+    text = write_report(tmp_path / "report.html", **inputs, series=series).read_text()
+    svg = figure_html(text, "fig-series")
+    assert len(re.findall(r'<g id="fig-series-axes_\d+">', svg)) == 5
+    assert "The first 5 of 7 are drawn." in svg
+
+
+def test_series_with_unusable_curves(tmp_path):
+    """Curves of mismatched lengths or without finite samples are left out; the panel says so."""
+    series = [{"label": "#1", "gps_time": SPAN_START, "statistic": "SNR",
+               "curves": {"H1": (np.arange(3.0), np.arange(4.0)), "L1": (np.arange(3.0), np.full(3, np.nan))}}]
+    text = write_report(tmp_path / "report.html", **empty_inputs(), series=series).read_text()
+    assert 'id="fig-series"' in text
+
+
+def test_skymap_areas_and_contours(rich_report):
+    """A map uniform over 16 order-3 pixels: the 90% region is the 15 most probable (ceil(0.9 * 16)) and the
+    50% region 8 of them; the contours are drawn, and the best direction only where one is given."""
+    text, inputs = rich_report
+    area90, area50 = 15 * PIXEL_AREA_ORDER3, 8 * PIXEL_AREA_ORDER3
+    assert f"{area90:.0f}" == "806" and f"{area50:.0f}" == "430"
+    svg = figure_html(text, "fig-skymaps")
+    table = text.split('<figure id="fig-skymaps">')[1].split("</table>")[0]
+    row = [r for r in table.split("<tr>") if "<td>#2</td>" in r][0]
+    assert '<td class="num">768 (order 3)</td>' in row
+    assert '<td class="num">430</td><td class="num">806</td>' in row
+    for k in (0, 1):
+        for level in (50, 90):
+            assert "<path" in svg_group(svg, f"fig-skymaps-sky{k}-c{level}")
+    assert 'id="fig-skymaps-sky0-best"' in svg and 'id="fig-skymaps-sky1-best"' not in svg
+    assert "data:image/png;base64," in svg  # the probability layer, rasterised inside the SVG
+
+
+def test_skymap_gaussian_area(rich_report):
+    """A von Mises-Fisher blob of width sigma holds 90% within radius sigma * sqrt(2 ln 10): its 90% area is
+    2 pi ln(10) sigma^2 deg² (flat-sky limit), printed in the table."""
+    text, _ = rich_report
+    table = text.split('<figure id="fig-skymaps">')[1].split("</table>")[0]
+    row = [r for r in table.split("<tr>") if "<td>#1</td>" in r][0]
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+    assert cells[1] == "12288 (order 5)"
+    expected = 2 * np.pi * np.log(10) * 8.0**2
+    assert abs(float(cells[3]) / expected - 1) < 0.03
+    assert float(cells[2]) < float(cells[3])
+    assert cells[4] == f"{np.degrees(2.0):.1f}" and cells[5] == f"{np.degrees(-0.6):.1f}"
+
+
+def test_skymap_projection_puts_ra_increasing_to_the_left():
+    """All probability in the pixel of (RA 90 deg, Dec 30 deg): on the drawing grid it lies at Mollweide
+    x = 180 - 90 = +90 deg (right of the centre, RA 180 deg), and RA 270 deg at x = -90 deg."""
+    from gwbatch.coherent.sky import pixel_of
+    from gwbatch.report.html import _sky_x, _skymap_on_grid
+
+    for ra_deg, x_deg in ((90.0, 90.0), (270.0, -90.0)):
+        prob = np.zeros(12 * 4**4)
+        prob[int(pixel_of(4, np.radians(ra_deg), np.radians(30.0)))] = 1.0
+        _, _, x, y, density, levels = _skymap_on_grid(prob, 4)
+        iy, ix = np.unravel_index(np.argmax(density), density.shape)
+        assert abs(np.degrees(x[ix]) - x_deg) < 5 and abs(np.degrees(y[iy]) - 30.0) < 5
+        assert levels.min() == 0.0 and levels.max() == 1.0
+        assert _sky_x(np.radians(ra_deg)) == pytest.approx(np.radians(x_deg))
+
+
+def test_skymap_not_healpix(tmp_path):
+    skymaps = [{"label": "#1", "gps_time": SPAN_START, "prob": np.ones(100), "ra": 0.0, "dec": 0.0},
+               {"label": "#2", "gps_time": SPAN_START, "prob": np.zeros(192), "ra": 0.0, "dec": 0.0}]
+    text = write_report(tmp_path / "report.html", **empty_inputs(), skymaps=skymaps).read_text()
+    assert "not drawn: not a full HEALPix map" in text and "not drawn: the map holds no probability" in text
+    assert 'id="fig-skymaps"' not in text
+    good = skymaps + [{"label": "#3", "gps_time": SPAN_START, "prob": uniform_skymap(), "ra": 1.0, "dec": 0.2}]
+    text = write_report(tmp_path / "report.html", **empty_inputs(), skymaps=good).read_text()
+    assert 'id="fig-skymaps"' in text and "not drawn: not a full HEALPix map" in text
+
+
+def test_provenance_section(rich_report):
+    text, _ = rich_report
+    section = text.split('id="provenance"')[1].split("</section>")[0]
+    assert PROVENANCE["config_sha256"] in section and len(PROVENANCE["config_sha256"]) == 64
+    assert PROVENANCE["git_commit"] in section and "node-17.example" in section
+    assert "numpy 2.1.3, scipy 1.14.1, matplotlib 3.9.2" in section
+
+
+def test_provenance_without_git_commit(tmp_path):
+    inputs = empty_inputs()
+    inputs["manifest"]["provenance"] = {**PROVENANCE, "git_commit": None}
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    assert "none recorded (not run from a git checkout)" in text
+
+
+def test_stage_times_in_summary(rich_report):
+    text, _ = rich_report
+    summary = text.split('id="summary"')[1].split("</section>")[0]
+    assert "<th>time per stage: chunks</th><td>3000 s (0:50:00), 81% of the wall time</td>" in summary
+    assert "<th>time per stage: plan</th><td>0.5 s, &lt;1% of the wall time</td>" in summary
+    assert "<th>wall time</th><td>3725 s (1:02:05)</td>" in summary
+
+
+def test_gpu_utilisation(rich_report):
+    text, inputs = rich_report
+    summary = text.split('id="summary"')[1].split("</section>")[0]
+    for device in inputs["manifest"]["gpu_utilisation"]["devices"]:
+        mean = f"{device['mean']:.1f}"
+        assert f"<th>mean utilisation, GPU {device['index']} (NVIDIA H200)</th><td>{mean} %</td>" in summary
+        assert f'<td class="num">{mean}</td>' in text.split('id="fig-gpu"')[1]
+    assert "sampled every 5 s" in figure_html(text, "fig-gpu")
+    assert '<td class="num">25.00 GiB</td>' in text  # GPU 1's peak memory
+
+
+def test_gpu_mean_from_samples(tmp_path):
+    inputs = empty_inputs()
+    gpu = make_gpu(n_gpus=1)
+    del gpu["devices"][0]["mean"]
+    inputs["manifest"]["gpu_utilisation"] = gpu
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    assert f"{np.mean(gpu['devices'][0]['utilisation']):.1f} %" in text
+    inputs["manifest"]["gpu_utilisation"] = {"interval_s": 5.0, "devices": []}
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    assert "no GPU was sampled during the run" in text
+
+
+def test_members_section(rich_report):
+    text, _ = rich_report
+    section = text.split('id="searches"')[1].split("</section>")[0]
+    assert "This campaign runs 2 searches" in section
+    assert '<a href="burst/report.html">burst/report.html</a>' in section
+    assert '<td class="num">7</td>' in section and "195000 s (54:10:00)" in section
+    assert text.index('id="searches"') < text.index('id="summary"')
+
+
+def test_member_links_stay_relative(tmp_path):
+    inputs = empty_inputs()
+    inputs["manifest"]["members"] = [
+        {"name": n, "kind": "pulse", "candidates": 1, "report": r, "livetime_s": 1.0, "background_s": 2.0}
+        for n, r in (("a", "http://example.org/r.html"), ("b", "javascript:alert(1)"), ("c", "/etc/r.html"),
+                     ("d", "../other/report.html"), ("e", "my search/report.html"), ("<b>", None))]
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    assert re.findall(r'<a href="([^"]*)"', text) == ["my%20search/report.html"]
+    assert "<td>javascript:alert(1)</td>" in text and "&lt;b&gt;" in text
+
+
+def test_old_manifest_renders_new_sections_empty(tmp_path):
+    """A manifest from before provenance, stages, GPU samples and members, and no series or skymaps: every
+    new section says why it is empty, and the package versions of the old manifest are shown."""
+    inputs = full_inputs()
+    inputs["injections"] = None
+    inputs["manifest"]["versions"] = {"python": "3.11.2", "numpy": "2.1.3"}
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    assert "Not drawn: no time series were given to the report" in text
+    assert "Not drawn: no skymaps were given to the report" in text
+    assert "Not drawn: the run recorded no GPU utilisation" in text
+    assert "This manifest records no provenance" in text and "python 3.11.2, numpy 2.1.3" in text
+    assert 'id="searches"' not in text and "time per stage" not in text and "mean utilisation" not in text
+    for fig_id in ("fig-series", "fig-skymaps", "fig-gpu"):
+        assert f'id="{fig_id}"' not in text
+    assert text.count("<svg") == 3
+
+
+def test_empty_series_and_skymaps(tmp_path):
+    text = write_report(tmp_path / "report.html", **empty_inputs(), series=[], skymaps=[]).read_text()
+    assert "Not drawn: no candidate has a time series." in text
+    assert "Not drawn: no candidate has a skymap." in text
+
+
+def test_new_inputs_are_escaped(tmp_path):
+    evil = "<script>alert(1)</script>"
+    inputs = empty_inputs()
+    inputs["manifest"]["provenance"] = {**PROVENANCE, "host": evil, "packages": {evil: evil}}
+    inputs["manifest"]["timing"]["stages"] = {evil: 1.0}
+    inputs["manifest"]["members"] = [{"name": evil, "kind": evil, "candidates": 1, "report": evil}]
+    skymaps = [{"label": evil, "gps_time": SPAN_START, "prob": uniform_skymap(), "ra": None, "dec": None}]
+    series = [{"label": evil, "gps_time": SPAN_START, "statistic": evil,
+               "curves": {evil: (np.arange(5.0), np.arange(5.0))}}]
+    text = write_report(tmp_path / "report.html", **inputs, series=series, skymaps=skymaps).read_text()
+    assert "<script" not in text.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text

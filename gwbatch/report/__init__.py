@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from gwbatch.report.html import write_report
+from gwbatch.report.html import render_report, write_report
 
-__all__ = ["write_report"]
+__all__ = ["render_report", "write_report"]

@@ -1,16 +1,25 @@
 """The campaign report: one self-contained ``report.html``.
 
-The page shows, in order: the campaign (name, description, status, version, command); a summary of
-the search settings, the data, the plan, the execution, the livetime and the counts; the most
-significant zero-lag candidates; figures (candidates over time, cumulative IFAR against the
-background expectation with Poisson bands, the cumulative rate of the ranking statistic, injection
-recovery with its table, detection efficiency against injected SNR, and for searches with sky
-directions the P-P plot of the skymaps); the chunks; the gates; and the FAR convention.
+The page shows, in order: the campaign (name, description, status, version, command); for a campaign
+that runs several searches, one row per search with a link to its own report; a summary of the search
+settings, the data, the plan, the execution (wall, chunk and per-stage times, each GPU's mean
+utilisation), the livetime and the counts; the most significant zero-lag candidates; figures
+(candidates over time, cumulative IFAR against the background expectation with Poisson bands, the
+cumulative rate of the ranking statistic, the SNR / rho time series and the Mollweide skymaps of the
+top candidates, injection recovery with its table, detection efficiency against injected SNR, for
+searches with sky directions the P-P plot of the skymaps, and GPU utilisation over the run); the
+chunks; the gates; the provenance (configuration hash, code version, git commit, host, devices,
+packages); and the FAR convention.
 
 Nothing is loaded from elsewhere: the CSS is inline and the figures are inline SVG drawn with
-:class:`matplotlib.figure.Figure` (no pyplot, so no global figure state).  Every string taken
-from the inputs is HTML-escaped.  A figure that cannot be drawn (no candidates, no background,
-no injections) is replaced by a sentence saying why.  The file is written atomically.
+:class:`matplotlib.figure.Figure` (no pyplot, so no global figure state); each ``<figure>`` has a
+stable id (``fig-time``, ``fig-ifar``, ``fig-rank``, ``fig-series``, ``fig-skymaps``, ``fig-inj``,
+``fig-eff-snr``, ``fig-eff-hrss``, ``fig-pp``, ``fig-gpu``), and the skymaps' colour layer is an
+embedded PNG inside the SVG.  Every string taken from the inputs is HTML-escaped; links (to member
+searches' reports) are relative paths only.  A figure that cannot be drawn (no candidates, no
+background, no injections, no time series or skymaps given, no GPU samples) is replaced by a
+sentence saying why, and manifests from before a key existed still render.  The file is written
+atomically.
 """
 
 from __future__ import annotations
@@ -21,12 +30,14 @@ import math
 import os
 import pathlib
 import re
+import urllib.parse
 from collections.abc import Iterable, Sequence
 
 import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
 from matplotlib.transforms import blended_transform_factory
 from scipy.stats import norm, poisson
@@ -37,6 +48,9 @@ MAX_CANDIDATES = 25
 MAX_GATES = 100
 RECOVERY_SNR = 8.0  # injected network SNR above which the found fraction is quoted
 RECOVERY_TOLERANCE = 0.15  # the +-15 % band of recovered / injected SNR
+MAX_PANELS = 5  # time series and skymaps of the top candidates
+SKY_GRID = (480, 240)  # longitude x latitude cells a HEALPix map is resampled to for drawing
+FULL_SKY_DEG2 = 4 * math.pi * (180 / math.pi) ** 2
 DASH = "\u2013"
 
 CSS = """
@@ -143,14 +157,33 @@ def _text(x) -> str:
     return str(x)
 
 
+class _Raw(str):
+    """Markup built here from escaped parts (a link); :func:`html_table` puts it in a cell as it is."""
+
+
+def _cell(value) -> str:
+    return value if isinstance(value, _Raw) else _esc(value)
+
+
+def _link(href, text=None) -> str:
+    """A link to a relative path (``burst/report.html``).  Anything with a scheme, an absolute path or a
+    parent-directory step is shown as plain text, so the report never points outside its campaign."""
+    href = "" if _missing(href) else str(href)
+    label = href if text is None else str(text)
+    if not href or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", href) or href.startswith(("/", "\\")) or ".." in href:
+        return label or DASH
+    return _Raw(f'<a href="{_esc(urllib.parse.quote(href, safe="/#"))}">{_esc(label)}</a>')
+
+
 def html_table(header: Sequence[str], rows: Iterable[Sequence], numeric: Sequence[bool] | None = None) -> str:
-    """A table with a header row; every cell is escaped; ``numeric`` columns are right-aligned."""
+    """A table with a header row; every cell is escaped (except :class:`_Raw` markup made here);
+    ``numeric`` columns are right-aligned."""
     numeric = list(numeric) if numeric is not None else [False] * len(header)
     head = "".join(f"<th>{_esc(h)}</th>" for h in header)
     body = []
     for row in rows:
         cells = "".join(
-            f'<td class="num">{_esc(c)}</td>' if (i < len(numeric) and numeric[i]) else f"<td>{_esc(c)}</td>"
+            f'<td class="num">{_cell(c)}</td>' if (i < len(numeric) and numeric[i]) else f"<td>{_cell(c)}</td>"
             for i, c in enumerate(row)
         )
         body.append(f"<tr>{cells}</tr>")
@@ -184,8 +217,14 @@ def fig_to_svg(fig: Figure, prefix: str) -> str:
     return re.sub(r"url\(#", f"url(#{prefix}-", svg)
 
 
-def _figure(svg: str, caption: str) -> str:
-    return f"<figure>\n{svg}\n<figcaption>{_esc(caption)}</figcaption>\n</figure>"
+def _figure(svg: str, caption: str, fig_id: str | None = None) -> str:
+    ident = f' id="{_esc(fig_id)}"' if fig_id else ""
+    return f"<figure{ident}>\n{svg}\n<figcaption>{_esc(caption)}</figcaption>\n</figure>"
+
+
+def _drawn(fig: Figure, fig_id: str, caption: str) -> str:
+    """``fig`` as a captioned ``<figure id=fig_id>``; the SVG's own ids are prefixed with ``fig_id``."""
+    return _figure(fig_to_svg(fig, fig_id), caption, fig_id)
 
 
 def _skipped(title: str, reason: str) -> str:
@@ -314,7 +353,61 @@ def _execution_rows(manifest: dict) -> list[tuple[str, str]]:
         ("dashboard", _text(cluster.get("dashboard"))),
         ("wall time", _fmt_seconds(timing.get("wall_seconds"))),
         ("summed chunk time", _fmt_seconds(timing.get("chunk_seconds_total"))),
-    ]
+    ] + _stage_rows(timing) + _gpu_rows(manifest)
+
+
+def _stage_rows(timing: dict) -> list[tuple[str, str]]:
+    """``timing.stages``: seconds per stage of the run, with its share of the wall time."""
+    stages = timing.get("stages") or {}
+    if not isinstance(stages, dict):
+        return []
+    try:
+        wall = float(timing.get("wall_seconds"))
+    except (TypeError, ValueError):
+        wall = math.nan
+    rows = []
+    for name, seconds in stages.items():
+        value = _fmt_seconds(seconds)
+        if not _missing(seconds) and math.isfinite(wall) and wall > 0:
+            share = float(seconds) / wall
+            value += f", {'<1%' if 0 <= share < 0.005 else format(share, '.0%')} of the wall time"
+        rows.append((f"time per stage: {name}", value))
+    return rows
+
+
+def _gpu_devices(manifest: dict) -> list[dict]:
+    """``gpu_utilisation.devices`` with at least one utilisation sample."""
+    gpu = manifest.get("gpu_utilisation")
+    if not isinstance(gpu, dict):
+        return []
+    return [d for d in (gpu.get("devices") or []) if isinstance(d, dict) and _samples(d, "utilisation").size > 0]
+
+
+def _samples(device: dict, key: str) -> np.ndarray:
+    """One sampled quantity of a GPU (a list, or an array) as float64; empty when absent or unreadable."""
+    value = device.get(key)
+    try:
+        return np.asarray([] if value is None else value, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        return np.zeros(0)
+
+
+def _gpu_label(device: dict) -> str:
+    name = device.get("name")
+    return f"GPU {_text(device.get('index'))}" + (f" ({name})" if name else "")
+
+
+def _gpu_mean(device: dict) -> float:
+    """The recorded mean utilisation (%), else the mean of the samples."""
+    mean = device.get("mean")
+    if not _missing(mean):
+        return float(mean)
+    u = _samples(device, "utilisation")
+    return float(np.nanmean(u)) if np.isfinite(u).any() else math.nan
+
+
+def _gpu_rows(manifest: dict) -> list[tuple[str, str]]:
+    return [(f"mean utilisation, {_gpu_label(d)}", f"{_num(_gpu_mean(d), '.1f')} %") for d in _gpu_devices(manifest)]
 
 
 def _livetime_rows(manifest: dict) -> list[tuple[str, str]]:
@@ -354,6 +447,47 @@ def _summary(manifest: dict) -> str:
     ]
     body = "\n".join(f"<h3>{_esc(title)}</h3>\n{_kv_table(rows)}" for title, rows in groups if rows)
     return _section("Summary", body, "summary")
+
+
+def _members_section(manifest: dict) -> str:
+    """``members``: the searches of a campaign that runs several, each linked to its own report."""
+    members = [m for m in (manifest.get("members") or []) if isinstance(m, dict)]
+    if not members:
+        return ""
+    header = ["search", "kind", "candidates", "livetime", "background livetime", "report"]
+    rows = [[_text(m.get("name")), _text(m.get("kind")), _fmt_int(m.get("candidates")),
+             _fmt_seconds(m.get("livetime_s")), _fmt_seconds(m.get("background_s")),
+             _link(m.get("report"))] for m in members]
+    intro = f"<p>This campaign runs {len(members)} search{'es' if len(members) != 1 else ''}; each has its own report.</p>"
+    return _section("Searches", intro + "\n" + html_table(header, rows, [False, False, True, True, True, False]),
+                    "searches")
+
+
+def _packages_text(packages) -> str:
+    if not isinstance(packages, dict) or not packages:
+        return DASH
+    return ", ".join(f"{name} {version}" for name, version in packages.items())
+
+
+def _provenance_section(manifest: dict) -> str:
+    """``provenance``: what made the results (configuration hash, code, host, devices, packages).
+    Manifests from before it was recorded show their package versions, if any."""
+    prov = manifest.get("provenance")
+    if not isinstance(prov, dict):
+        body = _note("This manifest records no provenance (configuration hash, code version, host).")
+        if manifest.get("versions"):
+            body += "\n" + _kv_table([("packages", _packages_text(manifest.get("versions")))])
+        return _section("Provenance", body, "provenance")
+    commit = prov.get("git_commit")
+    rows = [
+        ("configuration SHA-256", _text(prov.get("config_sha256"))),
+        ("code version", _text(prov.get("code_version"))),
+        ("git commit", _text(commit) if not _missing(commit) else "none recorded (not run from a git checkout)"),
+        ("host", _text(prov.get("host"))),
+        ("devices", _text(prov.get("devices"))),
+        ("packages", _packages_text(prov.get("packages") or manifest.get("versions"))),
+    ]
+    return _section("Provenance", _kv_table(rows), "provenance")
 
 
 def _candidates_section(candidates: pd.DataFrame, ifos: list[str]) -> str:
@@ -414,7 +548,7 @@ def _fig_candidates_time(manifest: dict, candidates: pd.DataFrame, injections: p
         ax.legend(loc="upper right", fontsize="small")
     caption = ("Zero-lag candidates: ranking statistic against time since the start of the analysed span, "
                "coloured by log10 FAR; injections are marked along the bottom axis.")
-    return f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, "fig-time"), caption)
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-time", caption)
 
 
 def _mark_injections(ax, inj: pd.DataFrame, t0: float) -> None:
@@ -494,7 +628,7 @@ def _fig_cumulative_ifar(manifest: dict, candidates: pd.DataFrame, background: p
                f"T_fg / x (T_fg = {t_fg:.6g} s) with Poisson 1/2/3\u03c3 bands.")
     if n_clipped:
         caption += f" {n_clipped} infinite IFAR(s) drawn at {x.max():.3g} years."
-    return f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, "fig-ifar"), caption)
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-ifar", caption)
 
 
 def _cumulative_rate(values: np.ndarray | None, time: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -532,7 +666,7 @@ def _fig_ranking(manifest: dict, candidates: pd.DataFrame, background: pd.DataFr
                "and zero-lag count over the zero-lag livetime.")
     if bg is None:
         caption += " No time-slide background is available."
-    return f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, "fig-rank"), caption)
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-rank", caption)
 
 
 def _recovered_column(inj: pd.DataFrame, ifo: str) -> tuple[np.ndarray | None, str]:
@@ -553,7 +687,7 @@ def _fig_injections(injections: pd.DataFrame | None, ifos: list[str]) -> str:
     if plotted:
         parts.append(_figure(_recovery_svg(injections, plotted),
                              "Recovered against injected SNR per detector for found injections, with y = x and a "
-                             f"\u00b1{RECOVERY_TOLERANCE:.0%} band."))
+                             f"\u00b1{RECOVERY_TOLERANCE:.0%} band.", "fig-inj"))
     else:
         parts.append(_note("No per-detector injected SNRs to plot."))
     parts.append(_recovery_tables(injections, plotted))
@@ -638,7 +772,7 @@ def _fig_efficiency(manifest: dict, injections: pd.DataFrame | None, column: str
              for i in range(centre.size)]
     caption = (f"Fraction of analysed injections found, per bin of {quantity} (equal-count bins), "
                "with binomial 1\u03c3 errors.")
-    return (f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, f"fig-eff-{column}"), caption)
+    return (f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, f"fig-eff-{column}", caption)
             + html_table(header, table, [False] + [True] * len(rows)))
 
 
@@ -678,7 +812,236 @@ def _fig_localisation(injections: pd.DataFrame | None) -> str:
             rows.append((label, f"{np.nanmedian(values):.3g}"))
     caption = ("P-P plot: the fraction of found injections whose true direction lies within each credible level "
                "of its skymap; calibrated maps follow the diagonal.")
-    return f"<h3>{_esc(title)}</h3>\n" + _figure(fig_to_svg(fig, "fig-pp"), caption) + _kv_table(rows)
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-pp", caption) + _kv_table(rows)
+
+
+# ----------------------------------------------------------------------------------------------
+# top candidates: time series and skymaps; GPU utilisation
+
+
+def _curve(curve) -> tuple[np.ndarray, np.ndarray] | None:
+    """A ``(t, y)`` pair as float arrays of the same length, finite samples only (None if none)."""
+    try:
+        t, y = (np.asarray(c, dtype=np.float64).ravel() for c in curve)
+    except (TypeError, ValueError):
+        return None
+    if t.size != y.size:
+        return None
+    ok = np.isfinite(t) & np.isfinite(y)
+    return (t[ok], y[ok]) if ok.any() else None
+
+
+def _fig_series(series: Sequence[dict] | None) -> str:
+    """One small panel per top candidate (up to ``MAX_PANELS``): the statistic against time relative to
+    the candidate, one line per detector, with a marker at zero."""
+    title = "SNR / \u03c1 time series around the top candidates"
+    if series is None:
+        return _skipped(title, "no time series were given to the report (this search does not record them).")
+    entries = [s for s in series if isinstance(s, dict)]
+    if not entries:
+        return _skipped(title, "no candidate has a time series.")
+    shown = entries[:MAX_PANELS]
+    ifos: list[str] = []
+    for entry in shown:
+        ifos += [str(k) for k in (entry.get("curves") or {}) if str(k) not in ifos]
+    colours = {ifo: f"C{k % 10}" for k, ifo in enumerate(ifos)}
+    ncols = min(len(shown), 3)
+    nrows = -(-len(shown) // ncols)
+    fig = Figure(figsize=(3.5 * ncols + 0.4, 2.7 * nrows + 0.5), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[len(shown):]:
+        ax.set_visible(False)
+    for ax, entry in zip(axes, shown):
+        drawn = 0
+        for ifo, curve in (entry.get("curves") or {}).items():
+            ty = _curve(curve)
+            if ty is not None:
+                ax.plot(*ty, color=colours[str(ifo)], lw=1)
+                drawn += 1
+        ax.axvline(0.0, color="0.3", ls="--", lw=0.8)
+        ax.set_title(f"{_text(entry.get('label'))}  GPS {fmt_gps(entry.get('gps_time'))}", parse_math=False,
+                     fontsize="small")
+        ax.set_xlabel("time from the candidate (s)")
+        ax.set_ylabel(_text(entry.get("statistic") or "SNR"), parse_math=False)
+        if not drawn:
+            ax.text(0.5, 0.5, "no finite samples", ha="center", va="center", transform=ax.transAxes)
+    if ifos:
+        handles = [Line2D([], [], color=colours[ifo], lw=1.5) for ifo in ifos]
+        fig.legend(handles, ifos, loc="outside lower center", ncols=len(ifos), fontsize="small")
+    caption = ("The search's statistic against time relative to each top candidate (most significant first), one "
+               "line per detector; the dashed line marks the candidate's time.")
+    if len(entries) > len(shown):
+        caption += f" The first {len(shown)} of {len(entries)} are drawn."
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-series", caption)
+
+
+def _healpix_order(npix: int) -> int | None:
+    """The order of a full HEALPix map of ``npix`` pixels (12 * 4**order), None if it is not one."""
+    if npix < 12 or npix % 12:
+        return None
+    nside = math.isqrt(npix // 12)
+    if nside * nside != npix // 12 or nside & (nside - 1):
+        return None
+    return nside.bit_length() - 1
+
+
+def _levels(prob: np.ndarray) -> np.ndarray:
+    """Per pixel, the probability in the pixels strictly more probable: the pixel lies in every credible
+    region of a higher level (ties share a level, so a uniform patch is all in or all out)."""
+    order = np.argsort(-prob, kind="stable")
+    ranked = prob[order]
+    before = np.cumsum(ranked) - ranked
+    first = np.searchsorted(-ranked, -ranked, side="left")
+    levels = np.empty_like(prob)
+    levels[order] = before[first]
+    return levels
+
+
+def _skymap_on_grid(prob: np.ndarray, order: int, nx: int = SKY_GRID[0], ny: int = SKY_GRID[1]):
+    """Probability per deg² and credible level on a (ny, nx) lon/lat grid of Mollweide x (-pi..pi, RA = pi - x,
+    so that RA increases to the left) and declination.  Returns the cell edges, centres and the two grids."""
+    import astropy.units as u
+    from astropy_healpix import HEALPix
+
+    x_edges = np.linspace(-np.pi, np.pi, nx + 1)
+    y_edges = np.linspace(-np.pi / 2, np.pi / 2, ny + 1)
+    x, y = 0.5 * (x_edges[1:] + x_edges[:-1]), 0.5 * (y_edges[1:] + y_edges[:-1])
+    ra = np.mod(np.pi - x, 2 * np.pi)
+    hp = HEALPix(nside=1 << order, order="nested")
+    pix = np.asarray(hp.lonlat_to_healpix(np.broadcast_to(ra, (ny, nx)) * u.rad,
+                                          np.broadcast_to(y[:, None], (ny, nx)) * u.rad))
+    density = prob / (FULL_SKY_DEG2 / prob.size)
+    return x_edges, y_edges, x, y, density[pix], _levels(prob)[pix]
+
+
+def _sky_x(ra: float) -> float:
+    """Mollweide x of a right ascension (radians): pi - RA wrapped into [-pi, pi), so that RA increases to
+    the left with 180 deg in the centre."""
+    return float(np.mod(2 * np.pi - ra, 2 * np.pi) - np.pi)
+
+
+def _fmt_sky_area(area: float) -> str:
+    return f"{area:.1f}" if area < 10 else f"{area:.0f}"
+
+
+def _skymap_panel(ax, entry: dict, prob: np.ndarray, order: int, k: int) -> tuple[float, float]:
+    """Draw one map; returns its 50 % and 90 % credible areas (deg²)."""
+    from gwbatch.coherent.skymap import credible_area
+
+    x_edges, y_edges, x, y, density, levels = _skymap_on_grid(prob, order)
+    mesh = ax.pcolormesh(x_edges, y_edges, density, cmap="OrRd", shading="flat", rasterized=True)
+    # Contours are traced on the grid already projected (so the geographic transform does not interpolate
+    # every segment of them, which would make the SVG megabytes long).
+    projected = ax.transProjection.transform(np.column_stack([np.broadcast_to(x, levels.shape).ravel(),
+                                                              np.broadcast_to(y[:, None], levels.shape).ravel()]))
+    px, py = (projected[:, i].reshape(levels.shape) for i in (0, 1))
+    for level, style in ((0.5, "-"), (0.9, "--")):
+        contour = ax.contour(px, py, levels, levels=[level], colors="tab:blue", linewidths=1.0, linestyles=style,
+                             transform=ax.transAffine + ax.transAxes)
+        contour.set_gid(f"sky{k}-c{round(level * 100)}")
+    ra, dec = entry.get("ra"), entry.get("dec")
+    if not (_missing(ra) or _missing(dec)) and math.isfinite(float(ra)) and math.isfinite(float(dec)):
+        (best,) = ax.plot(_sky_x(float(ra)), float(dec), "*", ms=11, color="black", mec="white", mew=0.6)
+        best.set_gid(f"sky{k}-best")
+    a50, a90 = credible_area(prob, 0.5), credible_area(prob, 0.9)
+    ax.set_title(f"{_text(entry.get('label'))}  GPS {fmt_gps(entry.get('gps_time'))}\n"
+                 f"90% area {_fmt_sky_area(a90)} deg\u00b2", parse_math=False, fontsize="small")
+    ticks = np.radians([-120, -60, 0, 60, 120])
+    ax.set_xticks(ticks, [f"{180 - d:.0f}\u00b0" for d in np.degrees(ticks)], fontsize="x-small")
+    ax.set_yticks(np.radians([-60, -30, 0, 30, 60]), [f"{d}\u00b0" for d in (-60, -30, 0, 30, 60)],
+                  fontsize="x-small")
+    ax.grid(True, lw=0.3, color="0.6")
+    ax.set_xlabel("right ascension", fontsize="small")
+    ax.set_ylabel("declination", fontsize="small")
+    bar = ax.figure.colorbar(mesh, ax=ax, orientation="horizontal", shrink=0.6, pad=0.08, aspect=30)
+    bar.set_label("probability per deg\u00b2", fontsize="x-small")
+    bar.ax.tick_params(labelsize="x-small")
+    return a50, a90
+
+
+def _fig_skymaps(skymaps: Sequence[dict] | None) -> str:
+    """Mollweide skymaps of the top candidates (up to ``MAX_PANELS``), with the 50 % and 90 % credible
+    contours and the best direction, and a table of their areas."""
+    title = "Skymaps of the top candidates"
+    if skymaps is None:
+        return _skipped(title, "no skymaps were given to the report (this search makes none, or no candidate "
+                               "was ranked high enough).")
+    entries = [s for s in skymaps if isinstance(s, dict)]
+    if not entries:
+        return _skipped(title, "no candidate has a skymap.")
+    maps, rows = [], []
+    for entry in entries[:MAX_PANELS]:
+        prob = np.asarray(entry.get("prob") if entry.get("prob") is not None else [], dtype=np.float64).ravel()
+        prob = np.where(np.isfinite(prob) & (prob > 0), prob, 0.0)
+        order = _healpix_order(prob.size)
+        reason = ("not a full HEALPix map (12\u00b74^order pixels)" if order is None
+                  else "the map holds no probability" if prob.sum() <= 0 else None)
+        row = [_text(entry.get("label")), fmt_gps(entry.get("gps_time")),
+               f"{prob.size} (order {order})" if order is not None else str(prob.size)]
+        if reason:
+            rows.append(row + [f"not drawn: {reason}", DASH, DASH, DASH])
+        else:
+            maps.append((entry, prob / prob.sum(), order, row))
+    if not maps:
+        return (f"<h3>{_esc(title)}</h3>\n" + _note("Not drawn: no map could be read.")
+                + html_table(["candidate", "GPS time", "pixels", "50% area (deg\u00b2)", "90% area (deg\u00b2)",
+                              "RA (\u00b0)", "Dec (\u00b0)"], rows))
+    ncols = min(len(maps), 2)
+    nrows = -(-len(maps) // ncols)
+    fig = Figure(figsize=(5.2 * ncols, 3.6 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, subplot_kw={"projection": "mollweide"}).ravel()
+    for ax in axes[len(maps):]:
+        ax.set_visible(False)
+    drawn = []
+    for k, (ax, (entry, prob, order, row)) in enumerate(zip(axes, maps)):
+        a50, a90 = _skymap_panel(ax, entry, prob, order, k)
+        drawn.append(row + [_fmt_sky_area(a50), _fmt_sky_area(a90), _fmt_degrees(entry.get("ra")),
+                            _fmt_degrees(entry.get("dec"))])
+    caption = ("Probability per deg\u00b2 in equatorial coordinates (Mollweide projection, right ascension increasing "
+               "to the left, 180\u00b0 in the centre), with the 50% (solid) and 90% (dashed) credible contours and "
+               "the best direction (star).")
+    if len(entries) > MAX_PANELS:
+        caption += f" The first {MAX_PANELS} of {len(entries)} are drawn."
+    table = html_table(["candidate", "GPS time", "pixels", "50% area (deg\u00b2)", "90% area (deg\u00b2)", "RA (\u00b0)",
+                        "Dec (\u00b0)"], drawn + rows, [False, True, True, True, True, True, True])
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-skymaps", caption) + table
+
+
+def _fig_gpu(manifest: dict) -> str:
+    """``gpu_utilisation``: each GPU's utilisation (%) and memory used (GiB) against time since the start."""
+    title = "GPU utilisation over the run"
+    gpu = manifest.get("gpu_utilisation")
+    if not isinstance(gpu, dict):
+        return _skipped(title, "the run recorded no GPU utilisation (a CPU run, or a manifest from before it "
+                               "was sampled).")
+    devices = _gpu_devices(manifest)
+    if not devices:
+        return _skipped(title, "no GPU was sampled during the run.")
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    ax_u, ax_m = fig.subplots(2, 1, sharex=True)
+    rows = []
+    for k, device in enumerate(devices):
+        colour, label = f"C{k % 10}", _gpu_label(device)
+        t, u, mem = _samples(device, "t"), _samples(device, "utilisation"), _samples(device, "memory_used") / 2**30
+        if t.size != u.size:
+            t = np.arange(u.size) * float(gpu.get("interval_s") or 1.0)
+        ax_u.plot(t, u, color=colour, lw=1, label=label)
+        if mem.size == t.size:
+            ax_m.plot(t, mem, color=colour, lw=1, label=label)
+        peak = np.nanmax(mem) * 2**30 if mem.size and np.isfinite(mem).any() else None
+        rows.append([label, str(u.size), _num(_gpu_mean(device), ".1f"), _fmt_bytes(peak)])
+    ax_u.set_ylim(-2, 102)
+    ax_u.set_ylabel("utilisation (%)")
+    ax_u.legend(loc="upper right", fontsize="small")
+    ax_m.set_ylim(bottom=0)
+    ax_m.set_ylabel("memory used (GiB)")
+    ax_m.set_xlabel("time since the start of the run (s)")
+    interval = gpu.get("interval_s")
+    caption = ("Utilisation of each GPU (top) and the memory used on it (bottom)"
+               + (f", sampled every {_num(interval, 'g')} s." if not _missing(interval) else "."))
+    table = html_table(["GPU", "samples", "mean utilisation (%)", "peak memory used"], rows,
+                       [False, True, True, True])
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-gpu", caption) + table
 
 
 def _fraction(num: int, den: int) -> str:
@@ -716,15 +1079,19 @@ def _recovery_tables(inj: pd.DataFrame, ifos: list[str]) -> str:
 
 
 def _figures(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
-             injections: pd.DataFrame | None, ifos: list[str]) -> str:
+             injections: pd.DataFrame | None, ifos: list[str], series: Sequence[dict] | None,
+             skymaps: Sequence[dict] | None) -> str:
     body = "\n".join([
         _fig_candidates_time(manifest, candidates, injections),
         _fig_cumulative_ifar(manifest, candidates, background),
         _fig_ranking(manifest, candidates, background),
+        _fig_series(series),
+        _fig_skymaps(skymaps),
         _fig_injections(injections, ifos),
         _fig_efficiency(manifest, injections),
         _fig_efficiency(manifest, injections, "hrss", "injected hrss (strain / \u221aHz)", ".2e"),
         _fig_localisation(injections),
+        _fig_gpu(manifest),
     ])
     return _section("Figures", body, "figures")
 
@@ -777,32 +1144,44 @@ def _footer(manifest: dict) -> str:
 
 
 def render_report(*, manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
-                  injections: pd.DataFrame | None, gates: pd.DataFrame) -> str:
-    """The report as an HTML string (see the module docstring for its content)."""
+                  injections: pd.DataFrame | None, gates: pd.DataFrame, series: Sequence[dict] | None = None,
+                  skymaps: Sequence[dict] | None = None) -> str:
+    """The report as an HTML string (see the module docstring for its content).
+
+    ``series``: one dict per top candidate, most significant first: ``label``, ``gps_time``, ``statistic``
+    (its name, e.g. "SNR" or "ρ") and ``curves``, ``{ifo: (t, y)}`` with ``t`` in seconds relative to
+    ``gps_time``.  ``skymaps``: one dict per top candidate: ``label``, ``gps_time``, ``prob`` (nested HEALPix
+    probability per pixel) and ``ra``, ``dec`` (radians, the best direction, or None).  Up to
+    ``MAX_PANELS`` of each are drawn; None says that the run gave none.
+    """
     manifest = manifest or {}
     candidates, background = _frame(candidates), _frame(background)
     ifos = _ifos(manifest, candidates, background)
     name = (manifest.get("campaign") or {}).get("name") or "gwbatch campaign"
-    body = "\n".join([
+    body = "\n".join(part for part in [
         _title(manifest),
+        _members_section(manifest),
         _summary(manifest),
         _candidates_section(candidates, ifos),
-        _figures(manifest, candidates, background, injections, ifos),
+        _figures(manifest, candidates, background, injections, ifos, series, skymaps),
         _chunks_section(manifest, ifos),
         _gates_section(gates),
+        _provenance_section(manifest),
         _footer(manifest),
-    ])
+    ] if part)
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f"<title>{_esc(name)} \u2013 gwbatch report</title>\n<style>{CSS}</style>\n</head>\n"
             f"<body>\n{body}\n</body>\n</html>\n")
 
 
 def write_report(path, *, manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
-                 injections: pd.DataFrame | None, gates: pd.DataFrame) -> pathlib.Path:
-    """Write the self-contained campaign report to ``path`` atomically and return its path."""
+                 injections: pd.DataFrame | None, gates: pd.DataFrame, series: Sequence[dict] | None = None,
+                 skymaps: Sequence[dict] | None = None) -> pathlib.Path:
+    """Write the self-contained campaign report to ``path`` atomically and return its path
+    (``series`` and ``skymaps``: see :func:`render_report`)."""
     path = pathlib.Path(path)
     text = render_report(manifest=manifest, candidates=candidates, background=background,
-                         injections=injections, gates=gates)
+                         injections=injections, gates=gates, series=series, skymaps=skymaps)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
