@@ -58,6 +58,32 @@ def test_cuda_matches_twin(n_templates, n_filters, segments):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n_filters,segments", [(100, 5), (700, 3)])
+def test_cuda_template_class_with_time_segments_matches_twin(n_filters, segments):
+    """The long-input layout (each template's class, time segments) equals the twin."""
+    import cupy
+
+    from gwbatch.spiir._cuda import filter_bank_cuda, filters_per_thread
+
+    x = np.random.default_rng(3).standard_normal(20011).astype(np.float32)
+    a, b, d = random_bank(3, n_filters, 2000, seed=n_filters + 1)
+    ref = filter_bank_numba(x, a, b, d)
+    got = filter_bank_cuda(cupy.asarray(x), a, b, d, segments=segments, f=filters_per_thread(n_filters)).get()
+    assert np.max(np.abs(got - ref)) / np.max(np.abs(ref)) < 1e-4
+
+
+@pytest.mark.gpu
+def test_long_input_layout_bounds_partial_outputs():
+    """A few templates on a long chunk: the template's class with time segments, not one filter per
+    thread (whose per-warp partial series would need tens of GB)."""
+    from gwbatch.spiir._cuda import PARTIAL_OUTPUT_BYTES, filters_per_thread, launch_plan
+
+    f, segments = launch_plan(40, 700, 2**21)
+    assert f == filters_per_thread(700) and segments > 1
+    assert 40 * -(-700 // (32 * f)) * 2**21 * 8 <= 4 * PARTIAL_OUTPUT_BYTES
+
+
+@pytest.mark.gpu
 def test_dispatch_on_cupy_input():
     import cupy
 
