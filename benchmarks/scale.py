@@ -80,7 +80,16 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes that simulate the store")
     p.add_argument("--set", action="append", default=[], help="extra campaign overrides")
     p.add_argument("--result", type=Path, help="JSON file to write")
+    p.add_argument("--merge", type=Path, nargs="+", help="combine the runs of earlier result files (no run)")
     args = p.parse_args(argv)
+    if args.merge:
+        records = [json.loads(f.read_text()) for f in args.merge]
+        record = scaling({**records[0], "runs": [r for rec in records for r in rec["runs"]],
+                          "merged_from": [str(f) for f in args.merge]})
+        if args.result:
+            args.result.write_text(json.dumps(record, indent=1))
+        print(markdown(record))
+        return 0
     record = {"config": str(args.config), "duration": args.duration, "sample_rate": args.sample_rate,
               "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "runs": []}
     if not (args.store / "zarr.json").exists():
