@@ -21,12 +21,13 @@ import gwbatch
 from gwbatch.background.far import SECONDS_PER_YEAR
 from gwbatch.config import Campaign, Suite
 from gwbatch.conditioning.mask import segments_total
-from gwbatch.gpstime import GPSTime, sample_times
+from gwbatch.gpstime import GPSTime, sample_times, time_to_index
 from gwbatch.io.skymaps import write_skymap
 from gwbatch.io.store import StoreMeta, read_meta
 from gwbatch.io.tables import read_chunk, write_chunk, write_json, write_table
 from gwbatch.report.html import write_report
 from gwbatch.searches import ChunkResult, ChunkSpec, get_search
+from gwbatch.searches.common import candidate_series
 from workflow.cluster import start_cluster
 from workflow.execute import Call, chunk_failure, run_calls
 from workflow.memory import check_memory, worker_memory
@@ -53,6 +54,7 @@ class RunSummary:
     plan: Plan
     reduced: Reduced
     manifest: dict
+    figures: dict = field(default_factory=dict)  # the report's series and skymaps
 
 
 @dataclass
@@ -193,8 +195,35 @@ def finish_member(m: Member, cluster, gpus, command: str, started: float, stages
     if gpus is not None:
         manifest["gpu_utilisation"] = gpus
     manifest["provenance"] = provenance([m.campaign], manifest["devices"])
-    write_outputs(m.outdir, reduced, manifest)
-    return RunSummary(m.outdir, m.plan, reduced, manifest)
+    figures = top_figures(m, reduced)
+    write_outputs(m.outdir, reduced, manifest, figures)
+    return RunSummary(m.outdir, m.plan, reduced, manifest, figures)
+
+
+#: Candidates per search whose statistic time series and skymaps the report draws.
+TOP_FIGURES = 3
+
+
+def top_figures(m: Member, reduced: Reduced, top: int = TOP_FIGURES) -> dict:
+    """The report's ``series`` (the search's statistic around each of the ``top`` most significant
+    candidates, recomputed on the chunk that owns it) and ``skymaps`` (their probability maps)."""
+    series, skymaps = [], []
+    search, t0, fs = get_search(m.plan.search), GPSTime.parse(m.plan.t0), m.plan.sample_rate
+    for _, row in reduced.candidates.head(top).iterrows():
+        sample = time_to_index(t0, float(row["gps_time"]), fs)
+        spec = next((c for c in m.plan.chunks if c.start <= sample < c.stop), None)
+        if spec is not None and hasattr(search, "statistic_series"):
+            try:
+                series.append(candidate_series(search, m.campaign, m.plan.ifos, m.resources, spec, row))
+            except Exception as exc:  # the figure is lost, not the run; the report says it is missing
+                log.warning("no time series for the candidate at GPS %.3f: %s: %s", row["gps_time"],
+                            type(exc).__name__, exc)
+        prob = reduced.skymaps.get(row.get("skymap")) if isinstance(row.get("skymap"), str) else None
+        if prob is not None:
+            skymaps.append({"label": str(row["search"]),
+                            "gps_time": float(row["gps_time"]), "prob": prob,
+                            "ra": float(row["ra"]), "dec": float(row["dec"])})
+    return {"series": series, "skymaps": skymaps}
 
 
 def run_campaign(
@@ -236,7 +265,9 @@ def run_suite(
     candidates = combined_candidates(done)
     manifest = suite_manifest(suite, done, cluster, gpus, command, time.time() - started, stages)
     write_report(top / "report.html", manifest=manifest, candidates=candidates,
-                 background=pd.DataFrame(), injections=None, gates=pd.DataFrame())
+                 background=pd.DataFrame(), injections=None, gates=pd.DataFrame(),
+                 series=[f for s in done.values() for f in s.figures.get("series", [])],
+                 skymaps=[f for s in done.values() for f in s.figures.get("skymaps", [])])
     write_table(candidates, top / "candidates.parquet")
     write_json(manifest, top / "manifest.json")
     return SuiteSummary(top, done, candidates, manifest)
@@ -378,8 +409,9 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
     }
 
 
-def write_outputs(outdir: Path, reduced: Reduced, manifest: dict) -> None:
-    """Final outputs, each written atomically; the manifest last marks the run complete."""
+def write_outputs(outdir: Path, reduced: Reduced, manifest: dict, figures: dict | None = None) -> None:
+    """Final outputs, each written atomically; the manifest last marks the run complete.
+    ``figures``: the report's ``series`` and ``skymaps`` of the top candidates (:func:`top_figures`)."""
     write_table(trigger_table(reduced), outdir / "triggers.parquet")
     write_table(reduced.background_events, outdir / "background.parquet")
     write_table(reduced.gates, outdir / "gates.parquet")
@@ -388,7 +420,7 @@ def write_outputs(outdir: Path, reduced: Reduced, manifest: dict) -> None:
     write_skymaps(outdir, reduced)
     write_report(
         outdir / "report.html", manifest=manifest, candidates=reduced.candidates,
-        background=reduced.background_events, injections=reduced.injections, gates=reduced.gates,
+        background=reduced.background_events, injections=reduced.injections, gates=reduced.gates, **(figures or {}),
     )
     write_table(reduced.candidates, outdir / "candidates.parquet")
     write_json(manifest, outdir / "manifest.json")

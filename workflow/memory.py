@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gwbatch.errors import ConfigError
+from gwbatch.searches import get_search
+from workflow.plan import task_memory
 
 GiB = 2**30
 #: A task may use this fraction of a worker's memory: the rest is Dask's, the allocator's and
@@ -57,30 +59,50 @@ def _gpu_memory() -> int:
 def check_memory(plans: dict[str, object], campaigns: dict[str, object], have: WorkerMemory) -> None:
     """Refuse, naming the setting to change, a plan whose tasks do not fit the workers.
 
-    ``plans`` and ``campaigns`` are keyed by member name ("" for a one-search campaign).
+    ``plans`` and ``campaigns`` are keyed by member name ("" for a one-search campaign).  The
+    advice is computed from the same estimate (:func:`workflow.plan.task_memory`), so it fits.
     """
     problems = []
+    gpu = have.device is not None
     for name, plan in plans.items():
         campaign = campaigns[name]
         where = f"searches.{name}." if name else ""
-        gpu = have.device is not None
-        need_host = plan.task_memory_bytes - plan.task_device_bytes if gpu else plan.task_memory_bytes
-        for need, limit, what in ((need_host, have.host, "memory limit"),
-                                  (plan.task_device_bytes if gpu else 0, have.device, "GPU memory")):
-            if limit is None or need <= USABLE * limit:
+        read = max(c.read_stop - c.read_start for c in plan.chunks)
+
+        def need(c=campaign, n=read):  # (host, GPU) bytes of a task reading n samples
+            host, work = task_memory(c, get_search(c.search.kind), n, len(plan.ifos))
+            return (host, work) if gpu else (host + work, 0)
+
+        for part, limit, what in ((0, have.host, "memory limit"), (1, have.device, "GPU memory")):
+            if limit is None or need()[part] <= USABLE * limit:
                 continue
-            fix = f"lower {where}plan.chunk ({campaign.plan.chunk:g} s) to about {_fit(campaign.plan.chunk, need, limit):g} s"
-            if campaign.search.kind == "spiir" and what == "GPU memory":
-                batch = campaign.search.batch
-                fix += f", or {where}search.batch ({batch}) to about {max(1, int(batch * USABLE * limit / need))}"
+            fixes = []
+            fits = _largest(lambda n: need(n=n)[part] <= USABLE * limit, read)
+            if fits:
+                fixes.append(f"lower {where}plan.chunk ({campaign.plan.chunk:g} s) to about "
+                             f"{max(1.0, int(campaign.plan.chunk * fits / read)):g} s")
+            if campaign.search.kind == "spiir":
+                batch = _largest(lambda b: need(c=_with_batch(campaign, b))[part] <= USABLE * limit,
+                                 campaign.search.batch)
+                if batch:
+                    fixes.append(f"{where}search.batch ({campaign.search.batch}) to about {batch}")
             if what == "memory limit":
-                fix += ", or give each worker more memory (cluster.memory_limit, or fewer workers per machine)"
-            problems.append(f"{name or plan.search} tasks need ~{need / GiB:.1f} GiB but a worker's {what} is "
-                            f"{limit / GiB:.1f} GiB (at most {USABLE:.0%} of it is used for one task): {fix}")
+                fixes.append("give each worker more memory (cluster.memory_limit, or fewer workers per machine)")
+            problems.append(f"{name or plan.search} tasks need ~{need()[part] / GiB:.1f} GiB but a worker's {what} "
+                            f"is {limit / GiB:.1f} GiB (at most {USABLE:.0%} of it is used for one task): "
+                            + (", or ".join(fixes) if fixes else "no setting of this search makes it fit"))
     if problems:
         raise ConfigError("the campaign does not fit the workers' memory:\n  " + "\n  ".join(problems))
 
 
-def _fit(chunk: float, need: int, limit: int) -> float:
-    """A chunk length whose tasks fit (memory grows about linearly with the chunk), rounded down to 16 s."""
-    return max(16.0, 16.0 * int(chunk * USABLE * limit / need / 16.0))
+def _with_batch(campaign, batch: int):
+    return campaign.model_copy(update={"search": campaign.search.model_copy(update={"batch": batch})})
+
+
+def _largest(fits, upper: int) -> int:
+    """The largest ``n`` in ``[1, upper)`` with ``fits(n)`` (monotone), 0 if none."""
+    lo, hi = 0, upper
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo if lo and fits(lo) else 0

@@ -445,6 +445,8 @@ def _summary(manifest: dict) -> str:
         ("Livetime and background", _livetime_rows(manifest)),
         ("Counts", _count_rows(manifest)),
     ]
+    if manifest.get("members"):  # several searches: each member's report has its own search, plan and livetime
+        groups = [g for g in groups if g[0] in ("Data", "Execution")]
     body = "\n".join(f"<h3>{_esc(title)}</h3>\n{_kv_table(rows)}" for title, rows in groups if rows)
     return _section("Summary", body, "summary")
 

@@ -18,7 +18,7 @@ from scipy.stats import chi2
 from gwbatch.background.trials import trial_background
 from gwbatch.burst.chunk import BurstNetwork, BurstSettings, burst_chunk, window_pad
 from gwbatch.burst.skyloop import SkyLoopCuts
-from gwbatch.burst.tfmap import burst_input, resolutions
+from gwbatch.burst.tfmap import burst_input, resolutions, tf_map
 from gwbatch.candidates.coincidence import IfoTriggers, cluster_in_time
 from gwbatch.candidates.tables import burst_background_table, burst_candidate_table
 from gwbatch.conditioning import filter_half_length
@@ -96,6 +96,24 @@ class BurstSearch:
     def max_uncertainty(self, campaign: Campaign, sample_rate: float) -> float:
         """An event's timing uncertainty (s): the step of the coarsest-in-time pixels."""
         return 0.5 / min(campaign.search.resolutions)
+
+    statistic_name = "band excess energy"
+
+    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec):
+        """Excess pixel energy ``sum(|a|^2 / 2 - 1)`` over the candidate's band ``[f_min, f_max]`` at
+        its resolution, per time frame (centre time): ~rho^2 of the detector's share of the event."""
+        fs = read_meta(campaign.data.store).sample_rate
+        levels = pixel_levels(campaign, fs)
+        bandwidth = float(row.get("resolution", fs / levels[0].length))
+        res = min(levels, key=lambda r: abs(fs / r.length - bandwidth))
+        x = np.asarray(burst_input(series.cond.data, series.cond.snr2_per_energy or 1.0))
+        x = np.where(np.asarray(series.cond.valid), x, 0.0).astype(np.float32)
+        x = x[: x.size - x.size % res.hop]
+        energy = np.abs(np.asarray(tf_map(x, res))) ** 2 / 2.0 - 1.0
+        freqs = np.arange(res.k_lo, res.k_hi + 1) * fs / res.length
+        band = (freqs >= float(row["f_min"]) - 0.5 * bandwidth) & (freqs <= float(row["f_max"]) + 0.5 * bandwidth)
+        frames = np.arange(energy.shape[0]) * res.hop + 0.5 * res.length
+        return spec.read_start + frames, energy[:, band].sum(axis=1)
 
     def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
         """Kernel working memory of one task (upper bound): per detector the float32 input and its 4x

@@ -145,3 +145,27 @@ def gather_chunk_events(results: list, t0, sample_rate: float):
     skymaps = np.concatenate(maps) if maps else np.zeros((0, 12))
     zero, trials = events[events["trial"] == 0], events[events["trial"] > 0].reset_index(drop=True)
     return zero, trials, skymaps, livetime
+
+
+def candidate_series(search, campaign: Campaign, ifos: tuple[str, ...], resources: dict, spec: ChunkSpec,
+                     row: pd.Series, half_width: float = 1.0) -> dict:
+    """The search's statistic in each detector within ``half_width`` s of a candidate, for the
+    report: the chunk that owns the candidate is read and conditioned as the search did (NumPy),
+    then ``search.statistic_series(campaign, resources, series, row, spec)`` gives ``(store
+    samples, values)``.  Returns ``{"label", "gps_time", "statistic", "curves": {ifo: (t, y)}}``
+    with ``t`` in seconds from the candidate's ``gps_time``."""
+    from gwbatch.gpstime import GPSTime, sample_times
+
+    meta = read_meta(campaign.data.store)
+    t0, fs, gps = GPSTime.parse(meta.t0), meta.sample_rate, float(row["gps_time"])
+    curves = {}
+    for series in conditioned_series(campaign, ifos, "numpy", spec):
+        if not series.cond.valid.any():
+            continue
+        samples, values = search.statistic_series(campaign, resources, series, row, spec)
+        t = sample_times(t0, np.asarray(samples, dtype=np.float64), fs) - gps
+        keep = np.abs(t) <= half_width
+        if keep.any():
+            curves[series.ifo] = (t[keep], np.asarray(values, dtype=np.float64)[keep])
+    return {"label": str(row["search"]), "gps_time": gps, "statistic": search.statistic_name,
+            "curves": curves}

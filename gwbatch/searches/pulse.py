@@ -13,6 +13,7 @@ from gwbatch.candidates.coincidence import IfoTriggers
 from gwbatch.candidates.triggers import add_trigger_times, merge_chunk_triggers
 from gwbatch.conditioning import filter_half_length
 from gwbatch.config import Campaign
+from gwbatch.io.store import read_meta
 from gwbatch.pulse.plan import boxcar_plan
 from gwbatch.pulse.search import search_series
 from gwbatch.searches import ChunkResult, ChunkSpec
@@ -67,6 +68,20 @@ class PulseSearch:
             uncertainty=self.uncertainty(df, sample_rate),
             snr=df["rank"].to_numpy(np.float64),
         )
+
+    statistic_name = "excess-energy SNR"
+
+    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec):
+        """The boxcar of the candidate's duration in this detector over whitened energy, as a
+        Gaussian-equivalent SNR ``(S_w - w) / sqrt(2 w)`` (unit-variance samples), at its centre."""
+        fs = read_meta(campaign.data.store).sample_rate
+        width = row.get(f"duration_{series.ifo}", np.nan)
+        w = max(1, int(round((width if np.isfinite(width) else 1.0 / fs) * fs)))
+        x = np.asarray(series.cond.data, dtype=np.float64) * np.sqrt(series.cond.snr2_per_energy or 1.0)
+        energy = np.where(np.asarray(series.cond.valid), x * x, 1.0)
+        total = np.concatenate([[0.0], np.cumsum(energy)])
+        snr = (total[w:] - total[:-w] - w) / np.sqrt(2.0 * w)
+        return spec.read_start + np.arange(snr.size) + 0.5 * (w - 1), snr
 
     def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
         """Kernel working memory of one task (upper bound): one detector at a time, its float64

@@ -137,6 +137,19 @@ class SpiirSearch:
     def max_uncertainty(self, campaign: Campaign, sample_rate: float) -> float:
         return TIMING
 
+    statistic_name = "SNR |z|"
+
+    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec):
+        """The candidate's template filtered in this detector: |z| against merger time."""
+        from gwbatch.spiir.filtering import filter_bank
+
+        bank = _bank(*resources["banks"][series.ifo])
+        template = int(row["template"])
+        part = bank.subset(np.array([template]))
+        z = np.abs(filter_bank(filter_input(series.cond), part.a, part.b, part.d)[0])
+        z = np.where(np.asarray(series.cond.valid), z, np.nan)
+        return spec.read_start + np.arange(z.size) - int(bank.merger_delay[template]), z
+
     def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
         """Kernel working memory of one task (upper bound): every detector's float32 filter input,
         kept for the coherent stage, and per pass of ``search.batch`` templates their complex64 SNR
