@@ -139,3 +139,40 @@ def test_bank_spin_ranges_need_stochastic_placement(tmp_path):
         load_bank_config(path)
     path.write_text("name: b\nmass1: [1, 2]\nmass2: [1, 2]\nspin1z: [-0.5, 0.5]\n")
     assert load_bank_config(path).spin1z == [-0.5, 0.5]
+
+
+SUITE = """name: s
+data: {store: data/x.zarr}
+conditioning: {f_low: 25.0}
+background: {slides: 30}
+searches:
+  burst:
+    search: {kind: burst}
+    background: {slide_step: 0.5}
+  pulse:
+    search: {kind: pulse, threshold: 5.0}
+    conditioning: {f_low: 30.0}
+"""
+
+
+def test_suite_members_merge_shared_and_own_sections(tmp_path):
+    suite = load_run(write(tmp_path, SUITE), ["searches.burst.background.slides=7"])
+    burst, pulse = suite.members["burst"], suite.members["pulse"]
+    assert burst.search.kind == "burst" and burst.background.slides == 7 and burst.background.slide_step == 0.5
+    assert burst.conditioning.f_low == 25.0 and pulse.conditioning.f_low == 30.0
+    assert pulse.background.slides == 30 and pulse.search.threshold == 5.0
+    assert burst.output_dir == Path("runs/s/burst") and suite.output_dir == Path("runs/s")
+    with pytest.raises(ConfigError, match="load it with load_run"):
+        load_campaign(write(tmp_path, SUITE))
+
+
+@pytest.mark.parametrize("text,message", [
+    ("searches: {a: {search: {kind: pulse}, cluster: {kind: local}}}", r"searches\.a\.cluster: unknown key"),
+    ("searches: {}", "searches must map member names"),
+    ("search: {kind: pulse}\nsearches: {a: {search: {kind: pulse}}}", "not both"),
+    ("searches: {a: {search: {kind: pulse, threshold: high}}}", r"(?s)\(searches\.a\).*search\.threshold"),
+    ("searches: {a: {plan: {chunk: 64}}}", "at least a search section"),
+])
+def test_bad_suites_refused_by_name(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        load_run(write(tmp_path, "name: t\ndata: {store: data/x.zarr}\n" + text + "\n"))

@@ -33,7 +33,7 @@ from workflow.execute import Call, chunk_failure, run_calls
 from workflow.memory import check_memory, worker_memory
 from workflow.monitor import gpu_utilisation
 from workflow.outputs import CHUNKS, prepare_output
-from workflow.plan import Plan, make_plan
+from workflow.plan import Plan, member_plan
 from workflow.prepare import prepare
 from workflow.reduce import Reduced, reduce_results, trigger_table
 
@@ -124,7 +124,7 @@ def provenance(campaigns: list[Campaign], devices: list[str]) -> dict:
 def open_member(name: str, campaign: Campaign, outdir: Path, *, resume: bool, overwrite: bool) -> Member:
     """Plan a search, make its output directory ready, and take over its finished chunks on --resume."""
     meta = read_meta(campaign.data.store)
-    member = Member(name, campaign, meta, make_plan(campaign, meta),
+    member = Member(name, campaign, meta, member_plan(name, campaign, meta),
                     prepare_output(outdir, resume=resume, overwrite=overwrite))
     if resume:
         for spec in member.plan.chunks:

@@ -212,11 +212,11 @@ def cmd_run(args) -> int:
     loaded = load_run(args.config, args.set or ())
     members = {"": loaded} if isinstance(loaded, Campaign) else loaded.members
     if args.dry_run:
-        from workflow.plan import make_plan
+        from workflow.plan import member_plan
 
         for name, campaign in members.items():
             meta = read_meta(campaign.data.store)
-            print(f"== searches.{name}" if name else "", make_plan(campaign, meta).describe(float(meta.t0)),
+            print(f"== searches.{name}" if name else "", member_plan(name, campaign, meta).describe(float(meta.t0)),
                   sep="\n" if name else "")
         _print_job_script(loaded.cluster)
         return 0

@@ -217,3 +217,14 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         task_device_bytes=int(work),
         fingerprint=fingerprint(campaign, meta),
     )
+
+
+def member_plan(name: str, campaign: Campaign, meta: StoreMeta) -> Plan:
+    """:func:`make_plan` for a member of a multi-search campaign: its errors name the member
+    (``searches.<name>: search.f_high ...``); ``name`` is "" for a one-search campaign."""
+    try:
+        return make_plan(campaign, meta)
+    except ConfigError as exc:
+        if not name:
+            raise
+        raise ConfigError(f"searches.{name}: {exc}") from None
