@@ -212,7 +212,7 @@ def top_figures(m: Member, reduced: Reduced, top: int = TOP_FIGURES) -> dict:
     for _, row in reduced.candidates.head(top).iterrows():
         sample = time_to_index(t0, float(row["gps_time"]), fs)
         spec = next((c for c in m.plan.chunks if c.start <= sample < c.stop), None)
-        if spec is not None and hasattr(search, "statistic_series"):
+        if spec is not None:
             try:
                 series.append(candidate_series(search, m.campaign, m.plan.ifos, m.resources, spec, row))
             except Exception as exc:  # the figure is lost, not the run; the report says it is missing
