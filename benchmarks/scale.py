@@ -54,6 +54,7 @@ def run(config: Path, out: Path, gpus: int, sets: list[str]) -> dict:
             "candidates": m["candidates"], "analysed_strain_seconds": analysed,
             "device_peak_bytes_max": max(peaks) if peaks else 0,
             "task_device_bytes_estimate": own["plan"]["task_device_bytes"],
+            "tasks": [[c.get("worker"), c.get("seconds")] for c in own["chunks"]],
         }
     gpu = manifest.get("gpu_utilisation") or {}
     chunk_wall = stages["chunks"]

@@ -100,14 +100,30 @@ def device_name(backend: str) -> str:
 
 @contextlib.contextmanager
 def device_memory_peak(backend: str) -> Iterator[list[int]]:
-    """Track the most CuPy memory-pool bytes in use inside the block (``peak[0]`` afterwards; 0 on
-    NumPy).  This thread's allocations go through the pool via a wrapper for the duration
-    (``cupy.cuda.using_allocator`` is per thread); the pool is the process's, so with several tasks
-    on one GPU each sees the pool's peak while it ran."""
+    """The most CuPy memory-pool bytes the block had in use beyond those in use when it began
+    (``peak[0]`` afterwards; 0 on NumPy): the task's own working memory, not what earlier tasks of
+    the worker left cached.  This thread's allocations go through the pool via a wrapper for the
+    duration (``cupy.cuda.using_allocator`` is per thread); the pool is the process's, so with
+    several tasks on one GPU each sees the pool's peak while it ran."""
     peak = [0]
     cp = _cupy() if backend == "cupy" else None
     if cp is None:
         yield peak
+        return
+    pool = cp.get_default_memory_pool()
+    base = pool.used_bytes()
+    top = [base]
+
+    def malloc(size: int):
+        mem = pool.malloc(size)
+        top[0] = max(top[0], pool.used_bytes())
+        return mem
+
+    try:
+        with cp.cuda.using_allocator(malloc):
+            yield peak
+    finally:
+        peak[0] = top[0] - base
         return
     pool = cp.get_default_memory_pool()
     peak[0] = pool.used_bytes()

@@ -51,6 +51,8 @@ def test_dry_run_prints_job_script(kind, gpus, small_store, capsys, tmp_path):
         assert re.search(r"-m distributed.cli.dask_worker tcp://[\w.\-]+:\d+ ", script)
         assert f"--nthreads {threads} " in script and "--nworkers 2 " in script
     assert "--memory-limit 6.00GiB" in script  # memory / processes
+    per_worker = settings["cores"] // (settings["gpus"] if gpus else settings["processes"])
+    assert f"export NUMBA_NUM_THREADS=${{NUMBA_NUM_THREADS:-{per_worker}}}" in script  # the job's cores shared
     assert "module load gcc" in script and "source /opt/env.sh" in script
     lines = script.splitlines()
     if kind == "slurm":
@@ -137,6 +139,13 @@ def local_jobs(monkeypatch):
     from dask_jobqueue.local import LocalCluster
 
     monkeypatch.setitem(cluster_mod.JOBQUEUE_CLASSES, "slurm", "dask_jobqueue.local.LocalCluster")
+    kwargs_of = cluster_mod.jobqueue_cluster_kwargs
+
+    def without_prologue(cfg):  # the stand-in runs the job's command without a shell (prologues: script tests)
+        name, kwargs = kwargs_of(cfg)
+        return name, {**kwargs, "job_script_prologue": []}
+
+    monkeypatch.setattr(cluster_mod, "jobqueue_cluster_kwargs", without_prologue)
     calls = []
     adapt = LocalCluster.adapt
 

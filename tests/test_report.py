@@ -643,3 +643,24 @@ def test_new_inputs_are_escaped(tmp_path):
     text = write_report(tmp_path / "report.html", **inputs, series=series, skymaps=skymaps).read_text()
     assert "<script" not in text.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_campaign_of_several_searches_draws_their_ifars_together(tmp_path):
+    """A campaign of several searches (candidates with a ``member`` column, no background of its own):
+    each search's candidates against its own background, all of them against the summed expectation."""
+    inputs = empty_inputs()
+    inputs["manifest"]["members"] = MEMBERS
+    pulse = make_candidates().assign(member="pulse")  # 50, one with infinite IFAR
+    burst = make_candidates(n=7, seed=2).assign(member="burst", search="burst")
+    inputs["candidates"] = pd.concat([pulse, burst], ignore_index=True)
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    figure = text.split('id="fig-ifar"')[1].split("</figure>")[0]
+    assert "\u03a3 T_fg = 7900 s over 2 searches" in figure  # 4000 s + 3900 s
+    assert "2 infinite IFAR(s) drawn at the background time of their search" in figure
+    for label in ("all searches (57)", "pulse (50)", "burst (7)"):
+        assert label in figure
+    # a search without a background adds neither a curve nor livetime
+    inputs["manifest"]["members"] = [MEMBERS[0], {**MEMBERS[1], "background_s": 0.0}]
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    figure = text.split('id="fig-ifar"')[1].split("</figure>")[0]
+    assert "\u03a3 T_fg = 4000 s over 1 searches" in figure and "burst (7)" not in figure

@@ -85,10 +85,21 @@ def test_trigger_table_contract_and_same_template_coincidences(runs):
     assert (cands["null_snr"] < 1e-3).all() and (cands["rank"] <= cands["snr"] + 1e-9).all()
 
 
-def test_banks_are_cached_per_detector(runs):
+def test_banks_are_cached_per_detector(runs, small_store, bank_file, monkeypatch):
     run = runs[64.0]
     banks = sorted((run.out / "banks").glob("small-bbh-*.h5"))
     assert len(banks) == 2  # one per detector (each built for its own PSD)
+    # the placement is cached too: the same points come back without placing again
+    from gwbatch.conditioning.psd import design
+    from gwbatch.config import load_bank_config
+    from gwbatch.spiir.bank import place
+    from workflow import bank as bank_mod
+
+    cfg = load_bank_config(bank_file)
+    psd = design(spiir_campaign(small_store, bank_file, run.out, 64.0).search.placement_psd, cfg.sample_rate)
+    assert len(list((run.out / "banks").glob("small-bbh-placement-*.json"))) == 1
+    monkeypatch.setattr(bank_mod, "place", lambda *a: pytest.fail("placed again"))
+    assert bank_mod.placed_templates(cfg, psd, run.out / "banks") == place(cfg, psd)
 
 
 def test_bank_cli_place_build_summary(bank_file, tmp_path, capsys):

@@ -83,6 +83,45 @@ def test_long_input_layout_bounds_partial_outputs():
     assert 40 * -(-700 // (32 * f)) * 2**21 * 8 <= 4 * PARTIAL_OUTPUT_BYTES
 
 
+def mixed_bank(counts, max_delay, seed=0):
+    """A packed bank whose templates use ``counts`` filters each (the rest of each row padding)."""
+    a, b, d = random_bank(len(counts), max(counts) + 3, max_delay, seed=seed)
+    for t, n in enumerate(counts):
+        b[t, n:] = 0
+    return a, b, d
+
+
+def test_templates_grouped_by_their_own_filter_count():
+    from gwbatch.spiir._cuda import filter_counts, template_groups
+
+    counts = [20, 700, 300, 129, 64, 512, 1]
+    a, b, d = mixed_bank(counts, 100)
+    b[0, 5] = 0  # a zero inside the used slots does not shorten the template
+    assert filter_counts(b).tolist() == counts
+    assert filter_counts(np.zeros((2, 4), np.complex64)).tolist() == [1, 1]
+    groups = template_groups(filter_counts(b))
+    # (filters per thread, warps per template): rows
+    assert [(key, rows.tolist()) for key, rows in groups] == [
+        ((1, 1), [0, 6]), ((2, 1), [4]), ((8, 1), [3]), ((16, 1), [2, 5]), ((16, 2), [1])]
+
+
+@pytest.mark.gpu
+def test_cuda_grouped_bank_matches_twin():
+    """A bank of very different template lengths, filtered class by class, equals the twin row by row."""
+    import cupy
+
+    from gwbatch.spiir._cuda import filter_bank_cuda
+
+    x = np.random.default_rng(5).standard_normal(30011).astype(np.float32)
+    counts = [20, 700, 300, 129, 64, 512, 1, 250] * 3
+    a, b, d = mixed_bank(counts, 2000, seed=11)
+    ref = filter_bank_numba(x, a, b, d)
+    got = filter_bank_cuda(cupy.asarray(x), a, b, d).get()
+    assert got.shape == ref.shape
+    scale = np.abs(ref).max(axis=1)
+    assert np.all(np.abs(got - ref).max(axis=1) / scale < 1e-4)
+
+
 @pytest.mark.gpu
 def test_dispatch_on_cupy_input():
     import cupy

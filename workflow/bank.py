@@ -1,12 +1,18 @@
 """Building SPIIR banks: place, build every template on the cluster's CPU workers, pack, cache.
 
 A built bank is cached as ``CACHE/<name>-<fingerprint>.h5``; the fingerprint covers the bank
-configuration and the PSD, so a bank is rebuilt exactly when either changes.
+configuration and the PSD, so a bank is rebuilt exactly when either changes.  The placed templates
+(which the fingerprint needs, and which take tens of seconds to place for a thousand-template bank)
+are cached as ``CACHE/<name>-placement-<key>.json``, keyed by the bank configuration and the
+placement PSD.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +45,33 @@ def store_psd(store: str | Path, ifo: str, *, start: int = 0, seconds: float = 5
     x = read_strain(ds, [ifo], start, stop)[0].astype(np.float64)
     valid = np.isfinite(x) & dq_sample_mask(read_dq(ds, [ifo])[0], meta.dq_mask(dq_flags), start, stop, fs)
     return psd_mod.estimate(np.where(valid, x, 0.0), valid, fs, segment, f"{ifo} data in {meta.path}")
+
+
+#: Changes whenever placement would place different points for the same configuration.
+PLACEMENT_VERSION = 1
+
+
+def placed_templates(cfg: BankConfig, psd: psd_mod.PSD, cache: str | Path | None = None) -> list[Template]:
+    """The bank's templates (:func:`gwbatch.spiir.bank.place`), from ``cache`` when placed before.
+
+    Bank files are read, never cached.  A cache file is written atomically (a temporary name, then
+    a rename), so a killed run never leaves half a placement behind."""
+    if cfg.file:
+        return place(cfg, psd, read_bank_file(cfg.file))
+    blob = json.dumps({"version": PLACEMENT_VERSION, "config": cfg.model_dump(mode="json"),
+                       "psd": psd.fingerprint()}, sort_keys=True).encode()
+    path = Path(cache) / f"{cfg.name}-placement-{hashlib.sha256(blob).hexdigest()[:16]}.json" if cache else None
+    if path is not None and path.exists():
+        rows = json.loads(path.read_text())["templates"]
+        return [Template(*row) for row in rows]
+    templates = place(cfg, psd)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"bank": cfg.name, "placement_psd": psd.source,
+                                   "templates": [[t.mass1, t.mass2, t.spin1z, t.spin2z] for t in templates]}))
+        tmp.replace(path)
+    return templates
 
 
 def cached_bank_path(cfg: BankConfig, psd: psd_mod.PSD, templates: list[Template], cache: str | Path) -> Path:

@@ -8,6 +8,12 @@ installed, else ``local``.  ``slurm``, ``pbs`` and ``htcondor`` submit batch job
 dask-jobqueue (``cluster.jobqueue``): the scheduler runs in this process, each job runs
 ``cluster.jobqueue.processes`` workers, and the number of jobs adapts to the pending tasks between
 ``minimum_jobs`` and ``maximum_jobs``.  GPU jobs run ``dask cuda worker``: one worker per GPU.
+
+Host threads: Dask already starts workers with one BLAS/OpenMP thread; the numba kernels (CPU
+twins, and the host steps of the GPU searches) would otherwise each start a thread per core in
+every worker, so several workers on one node oversubscribe it.  Each worker gets
+``NUMBA_NUM_THREADS`` = its share of the node's cores (:func:`host_threads`) unless the
+environment sets it.
 """
 
 from __future__ import annotations
@@ -47,6 +53,39 @@ def quiet_dask_logs() -> None:
     for name in list(logging.root.manager.loggerDict):
         if name.split(".")[0] in ("distributed", "dask_cuda", "bokeh", "tornado"):
             logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def host_threads(cores: int, workers: int) -> int:
+    """Threads one worker's parallel host kernels may use: the node's cores shared evenly."""
+    return max(1, cores // max(1, workers))
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS reports one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
+
+
+def visible_gpus() -> int:
+    """GPUs a local CUDA cluster would use: those in CUDA_VISIBLE_DEVICES, else all NVML sees."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    return gpu_count()
+
+
+@contextlib.contextmanager
+def worker_threads(workers: int) -> Iterator[None]:
+    """Start local workers with their share of the cores for numba (``NUMBA_NUM_THREADS``), unless
+    the environment already chooses."""
+    if "NUMBA_NUM_THREADS" in os.environ:
+        yield
+        return
+    import dask
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.NUMBA_NUM_THREADS":
+                          str(host_threads(usable_cores(), workers))}):
+        yield
 
 
 def gpu_count() -> int:
@@ -140,6 +179,8 @@ def jobqueue_cluster_kwargs(cfg: ClusterConfig) -> tuple[str, dict]:
         # dask-cuda starts one worker per device in CUDA_VISIBLE_DEVICES; batch systems set it to the
         # job's GPUs, and where one does not, the job's first `gpus` devices are used.
         prologue.append(f"export CUDA_VISIBLE_DEVICES=${{CUDA_VISIBLE_DEVICES:-{','.join(map(str, range(jq.gpus)))}}}")
+    per_job = jq.gpus if jq.gpus > 0 else jq.processes
+    prologue.append(f"export NUMBA_NUM_THREADS=${{NUMBA_NUM_THREADS:-{host_threads(jq.cores, per_job)}}}")
     for key in ("local_directory", "log_directory", "interface"):
         if getattr(jq, key) is not None:
             kwargs[key] = getattr(jq, key)
@@ -265,18 +306,21 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
             raise ConfigError("cluster.kind 'local-cuda' needs dask-cuda: pip install 'gwbatch[gpu]'") from None
         if gpu_count() == 0:
             raise ConfigError("cluster.kind 'local-cuda' but NVML reports no GPU; use kind: local")
-        cluster = LocalCUDACluster(
-            n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker,
-            memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address, silence_logs=logging.WARNING,
-        )
+        with worker_threads(cfg.n_workers or visible_gpus()):
+            cluster = LocalCUDACluster(
+                n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker,
+                memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address, silence_logs=logging.WARNING,
+            )
     else:
         n_workers = cfg.n_workers or max(1, min(os.cpu_count() or 1, n_tasks))
         from distributed import LocalCluster
 
-        cluster = LocalCluster(
-            n_workers=n_workers, threads_per_worker=cfg.threads_per_worker, processes=True,
-            memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address, silence_logs=logging.WARNING,
-        )
+        with worker_threads(n_workers):
+            cluster = LocalCluster(
+                n_workers=n_workers, threads_per_worker=cfg.threads_per_worker, processes=True,
+                memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address,
+                silence_logs=logging.WARNING,
+            )
     quiet_dask_logs()
     with cluster, Client(cluster) as client:
         workers = len(cluster.workers)

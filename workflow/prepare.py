@@ -5,8 +5,8 @@ are placed once (with the configured design curve, so every detector has the sam
 the filters are built for each detector's PSD: its own data's Welch-median PSD over the first
 ``psd_seconds`` of the span, as the chunks' truncated whitening filter sees it (``psd: data``;
 :func:`gwbatch.conditioning.whiten.effective_psd`), or a design curve.  Banks are cached in
-``DIR/banks/`` by fingerprint (configuration, PSD, templates), so a resumed or repeated campaign
-reuses them.
+``DIR/banks/`` by fingerprint (configuration, PSD, templates), and so are the placed templates, so
+a resumed or repeated campaign reuses them.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from gwbatch.conditioning.psd import design
 from gwbatch.conditioning.whiten import effective_psd
 from gwbatch.config import Campaign, load_bank_config
 from gwbatch.errors import ConfigError
-from gwbatch.io.banks import load_bank, read_bank_file
+from gwbatch.io.banks import load_bank
 from gwbatch.io.store import StoreMeta
-from gwbatch.spiir.bank import place
-from workflow.bank import build_bank, cached_bank_path, store_psd
+from workflow.bank import build_bank, cached_bank_path, placed_templates, store_psd
 from workflow.cluster import cpu_cluster_config, start_cluster
 from workflow.plan import Plan
 
@@ -41,7 +40,8 @@ def prepare(campaign: Campaign, plan: Plan, meta: StoreMeta, outdir: Path, progr
     if abs(cfg.sample_rate - meta.sample_rate) > 1e-9:
         raise ConfigError(f"bank {search.bank} is for {cfg.sample_rate:g} Hz but store {meta.path} is at "
                           f"{meta.sample_rate:g} Hz; set sample_rate in the bank file to the data's rate")
-    templates = place(cfg, design(search.placement_psd, meta.sample_rate), read_bank_file(cfg.file) if cfg.file else None)
+    cache = outdir / "banks"
+    templates = placed_templates(cfg, design(search.placement_psd, meta.sample_rate), cache)
     psds = {}
     for ifo in plan.ifos:
         if search.psd == "data":
@@ -52,7 +52,6 @@ def prepare(campaign: Campaign, plan: Plan, meta: StoreMeta, outdir: Path, progr
                                       cond.f_low, cond.f_high)
         else:
             psds[ifo] = design(search.psd, meta.sample_rate)
-    cache = outdir / "banks"
     paths = {ifo: cached_bank_path(cfg, psds[ifo], templates, cache) for ifo in plan.ifos}
     missing = [ifo for ifo in plan.ifos if not paths[ifo].exists()]
     if missing:

@@ -595,6 +595,9 @@ def _poisson_bands(mu: np.ndarray) -> list[tuple[float, np.ndarray, np.ndarray]]
 
 def _fig_cumulative_ifar(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame) -> str:
     title = "Cumulative IFAR"
+    members = [m for m in (manifest.get("members") or []) if isinstance(m, dict)]
+    if members and "member" in candidates.columns:
+        return _fig_members_ifar(title, members, candidates)
     t_fg, t_bg = _livetime(manifest, "zero_lag_seconds"), _livetime(manifest, "background_seconds")
     if len(candidates) == 0:
         return _skipped(title, "there are no zero-lag candidates.")
@@ -605,9 +608,49 @@ def _fig_cumulative_ifar(manifest: dict, candidates: pd.DataFrame, background: p
     ifar, n_clipped = _ifar_for_plot(candidates, t_bg)
     if ifar.size == 0:
         return _skipped(title, "no candidate has a usable IFAR.")
-    x = np.sort(ifar)
-    n = np.arange(x.size, 0, -1)
-    grid = np.geomspace(x.min() / 3, x.max() * 3, 300)
+    fig = _draw_cumulative_ifar([("zero-lag candidates", ifar)], t_fg)
+    caption = (f"Number of zero-lag candidates with IFAR at least x, against the background expectation "
+               f"T_fg / x (T_fg = {t_fg:.6g} s) with Poisson 1/2/3\u03c3 bands.")
+    if n_clipped:
+        caption += f" {n_clipped} infinite IFAR(s) drawn at {ifar.max():.3g} years."
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-ifar", caption)
+
+
+def _fig_members_ifar(title: str, members: list[dict], candidates: pd.DataFrame) -> str:
+    """A campaign of several searches: each search's candidates against its own background, and all
+    of them together against the sum of the searches' expectations, sum_s T_fg,s / x (each search's
+    FAR is its own; counting every search's candidates is a trials factor of their number)."""
+    curves, t_fg, clipped = [], 0.0, 0
+    for m in members:
+        own = candidates[candidates["member"].astype(str) == str(m.get("name"))]
+        live, bg = float(m.get("livetime_s") or 0.0), float(m.get("background_s") or 0.0)
+        if live <= 0 or bg <= 0:
+            continue
+        t_fg += live
+        ifar, n_clipped = _ifar_for_plot(own, bg)
+        clipped += n_clipped
+        if ifar.size:
+            curves.append((f"{m.get('name')} ({ifar.size})", ifar))
+    if not curves:
+        return _skipped(title, "no search has zero-lag candidates with a time-slide background.")
+    every = np.concatenate([c[1] for c in curves])
+    fig = _draw_cumulative_ifar([(f"all searches ({every.size})", every), *curves], t_fg)
+    caption = (f"Number of zero-lag candidates with IFAR at least x, all searches together (black) and each "
+               f"search (colours), against the expectation of all searches together, \u03a3 T_fg / x "
+               f"(\u03a3 T_fg = {t_fg:.6g} s over {len(curves)} searches with candidates and a background), "
+               f"with Poisson 1/2/3\u03c3 bands. Each search's IFAR is against its own background.")
+    if clipped:
+        caption += (f" {clipped} infinite IFAR(s) drawn at the background time of their search (or at its "
+                    "largest finite IFAR, if larger).")
+    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-ifar", caption)
+
+
+def _draw_cumulative_ifar(curves: list[tuple[str, np.ndarray]], t_fg: float) -> Figure:
+    """Counts N(IFAR >= x) of each ``(label, ifar_years)`` (the first in black, the rest in colours)
+    over the expectation ``t_fg / x`` and its Poisson bands."""
+    lo_x = min(c[1].min() for c in curves) / 3
+    hi_x = max(c[1].max() for c in curves) * 3
+    grid = np.geomspace(lo_x, hi_x, 300)
     mu = t_fg / (grid * SECONDS_PER_YEAR)
     floor = 0.1
     fig = Figure(figsize=(7, 4.5), layout="constrained")
@@ -616,21 +659,23 @@ def _fig_cumulative_ifar(manifest: dict, candidates: pd.DataFrame, background: p
         ax.fill_between(grid, np.maximum(lo, floor / 2), np.maximum(hi, floor / 2), step="mid",
                         color="tab:blue", alpha=0.12 + 0.08 * (3 - k), lw=0, label=f"{k}\u03c3")
     ax.plot(grid, mu, "--", color="tab:blue", label="background expectation")
-    # N(>= x) holds n[i] on (x[i-1], x[i]]; start at the grid's left edge and drop below the axis after the last
-    ax.step(np.r_[grid[0], x, x[-1]], np.r_[n[0], n, floor / 2], where="pre", color="black", lw=1.5,
-            label="zero-lag candidates")
+    top = 1
+    colours = iter(["tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"])
+    for i, (label, ifar) in enumerate(curves):
+        x = np.sort(ifar)
+        n = np.arange(x.size, 0, -1)
+        top = max(top, int(n.max()))
+        # N(>= x) holds n[i] on (x[i-1], x[i]]; start at the grid's left edge and drop below the axis after the last
+        ax.step(np.r_[grid[0], x, x[-1]], np.r_[n[0], n, floor / 2], where="pre",
+                color="black" if i == 0 else next(colours, "tab:gray"), lw=1.5 if i == 0 else 1.0, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(grid[0], grid[-1])
-    ax.set_ylim(floor, max(n.max(), mu.max()) * 2)
+    ax.set_ylim(floor, max(top, mu.max()) * 2)
     ax.set_xlabel("IFAR (years)")
     ax.set_ylabel("number of candidates with IFAR \u2265 x")
     ax.legend(loc="upper right", fontsize="small")
-    caption = (f"Number of zero-lag candidates with IFAR at least x, against the background expectation "
-               f"T_fg / x (T_fg = {t_fg:.6g} s) with Poisson 1/2/3\u03c3 bands.")
-    if n_clipped:
-        caption += f" {n_clipped} infinite IFAR(s) drawn at {x.max():.3g} years."
-    return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-ifar", caption)
+    return fig
 
 
 def _cumulative_rate(values: np.ndarray | None, time: float) -> tuple[np.ndarray, np.ndarray] | None:

@@ -59,7 +59,7 @@ class ChunkResult:
     device: str = "cpu"
     worker: str = ""
     seconds: float = 0.0
-    device_peak_bytes: int = 0  # most GPU memory-pool bytes in use during the task (0 on CPUs)
+    device_peak_bytes: int = 0  # most GPU memory-pool bytes the task added (0 on CPUs)
 
 
 @dataclass

@@ -7,7 +7,9 @@ per sample in registers; the warp then reduces the ``16`` per-sample sums across
 a transposing shuffle butterfly (8, 4, 2, 1, then 16), so the cross-filter reduction costs about
 ``8 / F`` instructions per filter update instead of the ~20 of a per-sample warp reduction.  One
 warp per template means no block synchronisation and no atomics; a template with more than
-``32 F`` filters gets two parts whose outputs are summed afterwards.
+``32 F`` filters gets two parts whose outputs are summed afterwards.  A bank's templates are
+filtered in groups of one layout each (:func:`template_groups`), each group packed to its own
+longest template, so short templates do not run the padding of the longest.
 
 Input.  ``x[k - d]`` for 16 consecutive ``k`` is read as four aligned ``float4`` loads through the
 read-only path (seed 000's vectorised loads) from one of four copies of ``x`` shifted by 0..3
@@ -284,20 +286,64 @@ def pack(v: np.ndarray, f: int, dtype) -> np.ndarray:
     return full.reshape(n_templates * parts, per_warp)
 
 
+def filter_counts(b: np.ndarray) -> np.ndarray:
+    """Filters each template of a packed bank uses: slots up to its last non-zero ``b`` (at least 1)."""
+    used = b != 0
+    last = used.shape[1] - np.argmax(used[:, ::-1], axis=1)
+    return np.where(used.any(axis=1), last, 1).astype(np.int64)
+
+
+def template_groups(counts: np.ndarray) -> list[tuple[tuple[int, int], np.ndarray]]:
+    """Templates grouped by the layout that holds their own filters, ``((F, warps), template rows)``
+    per layout in use: the smallest class :func:`filters_per_thread`, and the warps of ``32 F``
+    filters a template needs (more than one only beyond 512 filters).  A bank is packed to its
+    longest template, typically twice its mean (BNS: ~700 slots, ~320 filters on average);
+    filtering each group packed to its own longest template spends no warps on the others'
+    padding."""
+    classes = [filters_per_thread(int(n)) for n in counts]
+    keys = [(f, -(-int(n) // (32 * f))) for n, f in zip(counts, classes)]
+    order = sorted(set(keys))
+    index = np.array([order.index(k) for k in keys])
+    return [(k, np.flatnonzero(index == i)) for i, k in enumerate(order)]
+
+
+def _run_packed(xs, n4: int, pad: int, n_pad: int, a, b, d, f: int | None, segments: int | None):
+    """``(T, n_pad)`` complex64 for packed host arrays ``(T, L)``, in the layout :func:`launch_plan`
+    picks unless ``f`` / ``segments`` force one."""
+    import cupy
+
+    n_templates, n_slots = a.shape
+    plan_f, plan_segments = launch_plan(n_templates, n_slots, n_pad)
+    f = f or plan_f
+    segments = segments or (plan_segments if f == plan_f else 1)
+    parts = -(-n_slots // (32 * f))
+    out = run_class(xs, n4, pad, n_pad, cupy.asarray(pack(a, f, np.complex64)), cupy.asarray(pack(b, f, np.complex64)),
+                    cupy.asarray(pack(d, f, np.int32)), f, segments)
+    return out if parts == 1 else out.reshape(n_templates, parts, n_pad).sum(axis=1)
+
+
 def filter_bank_cuda(x, a, b, d, segments: int | None = None, f: int | None = None):
-    """CuPy twin of :func:`gwbatch.spiir.filtering.filter_bank_numba` for one packed bank (T, L)."""
+    """CuPy twin of :func:`gwbatch.spiir.filtering.filter_bank_numba` for one packed bank (T, L).
+
+    Templates are filtered in groups of one class each (:func:`template_groups`), unless ``f`` or
+    ``segments`` force one layout for the whole bank (tests and benchmarks)."""
     import cupy
 
     x = cupy.asarray(x, dtype=cupy.float32)
     a_h, b_h, d_h = (cupy.asnumpy(v) if isinstance(v, cupy.ndarray) else np.asarray(v) for v in (a, b, d))
-    n_templates, n_slots = a_h.shape
+    n_templates = a_h.shape[0]
     n_pad = -(-x.size // NB) * NB
-    plan_f, plan_segments = launch_plan(n_templates, n_slots, n_pad)
-    f = f or plan_f
-    segments = segments or (plan_segments if f == plan_f else 1)
     pad = int(d_h.max()) + NB
     xs, n4 = shifted_input(x, pad, n_pad)
-    parts = -(-n_slots // (32 * f))
-    out = run_class(xs, n4, pad, n_pad, cupy.asarray(pack(a_h, f, np.complex64)), cupy.asarray(pack(b_h, f, np.complex64)),
-                    cupy.asarray(pack(d_h, f, np.int32)), f, segments)
-    return out.reshape(n_templates, parts, n_pad).sum(axis=1)[:, : x.size]
+    counts = filter_counts(b_h)
+    groups = [(None, np.arange(n_templates))] if (f or segments) else template_groups(counts)
+    if len(groups) == 1:
+        w = int(counts.max())
+        return _run_packed(xs, n4, pad, n_pad, a_h[:, :w], b_h[:, :w], d_h[:, :w], f, segments)[:, : x.size]
+    out = cupy.empty((n_templates, x.size), dtype=cupy.complex64)
+    for _, rows in groups:
+        w = int(counts[rows].max())
+        z = _run_packed(xs, n4, pad, n_pad, a_h[rows, :w], b_h[rows, :w], d_h[rows, :w], None, None)
+        out[cupy.asarray(rows)] = z[:, : x.size]
+        del z
+    return out
