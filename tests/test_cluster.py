@@ -31,5 +31,7 @@ def test_local_workers_get_their_share(preset, monkeypatch):
     expected = int(preset) if preset else host_threads(usable_cores(), 2)
     with start_cluster(ClusterConfig(kind="local", n_workers=2, dashboard_address=":0"), "numpy", 4) as cluster:
         seen = cluster.client.run(_numba_threads)
+        # the client's own environment is untouched (its numba may already run with another count)
+        assert os.environ.get("NUMBA_NUM_THREADS") == preset
     assert len(seen) == 2
     assert all(env == str(expected) and threads == expected for env, threads in seen.values()), seen

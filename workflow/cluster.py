@@ -13,7 +13,7 @@ Host threads: Dask already starts workers with one BLAS/OpenMP thread; the numba
 twins, and the host steps of the GPU searches) would otherwise each start a thread per core in
 every worker, so several workers on one node oversubscribe it.  Each worker gets
 ``NUMBA_NUM_THREADS`` = its share of the node's cores (:func:`host_threads`) unless the
-environment sets it.
+environment sets it; the client's own environment is left as it is.
 """
 
 from __future__ import annotations
@@ -83,8 +83,10 @@ def worker_threads(workers: int) -> Iterator[None]:
         return
     import dask
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.NUMBA_NUM_THREADS":
-                          str(host_threads(usable_cores(), workers))}):
+    # ``nanny.environ`` is applied inside each worker process (before any task imports numba, which
+    # reads it when it first starts its threads); ``pre-spawn-environ`` would also be written into
+    # this process's environment, changing its own numba's setting under it.
+    with dask.config.set({"distributed.nanny.environ.NUMBA_NUM_THREADS": str(host_threads(usable_cores(), workers))}):
         yield
 
 

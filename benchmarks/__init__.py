@@ -1,0 +1,1 @@
+"""gwbatch benchmarks: ``python -m benchmarks`` runs the kernel suite (:mod:`benchmarks.suite`)."""

@@ -1,0 +1,52 @@
+"""The kernel suite (``python -m benchmarks``) on the CPU backend with small problems: every row has
+its cost model's work, a measured time, and its ideal time at the limits measured in the same run;
+unknown rows are refused.  Timings themselves are not judged here (that is the GPU machine's job)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def quick_suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite") / "suite.json"
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "--backend", "numpy", "--quick", "--repeat", "1",
+                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(out.read_text()), run.stdout
+
+
+def test_every_row_against_the_limits(quick_suite):
+    record, stdout = quick_suite
+    rows = {r["kernel"]: r for r in record["rows"]}
+    assert list(rows) == ["SPIIR filtering", "coherent sky maximum", "burst sky loop", "single-pulse boxcars"]
+    lim = record["limits"]
+    assert lim["fp32_per_s"] > 1e8 and lim["bandwidth_bytes_per_s"] > 1e8
+    # the cost models: filter updates of the synthetic bank (delays 20 l, 4096 samples), evaluations, bytes
+    d = 20 * np.arange(512)
+    assert rows["SPIIR filtering"]["work"] == 64 * np.sum(np.maximum(4096 - d, 0))
+    assert rows["SPIIR filtering"]["ideal_ms"] == pytest.approx(8 * rows["SPIIR filtering"]["work"] / lim["fp32_per_s"] * 1e3)
+    assert rows["coherent sky maximum"]["work"] == 50 * 101 * 12288
+    assert rows["burst sky loop"]["ideal_ms"] == pytest.approx(37 * 12288 * 1000 / lim["bandwidth_bytes_per_s"] * 1e3)
+    assert rows["single-pulse boxcars"]["work"] == 3 * 2**20
+    for r in rows.values():
+        # no bound on the fraction here: limits measured on a busy test machine are noise
+        assert r["ms"] > 0 and r["fraction"] == pytest.approx(r["ideal_ms"] / r["ms"]), r
+        assert r["throughput"] == pytest.approx(r["work"] / (r["ms"] * 1e-3))
+        assert r["seed"] and r["twin_ms"] == pytest.approx(r["ms"])  # on the CPU the row is the twin
+        assert f"| {r['kernel']} |" in stdout
+    assert rows["SPIIR filtering"]["peer_ms"] > 0 and rows["single-pulse boxcars"]["peer_ms"] > 0
+
+
+def test_unknown_row_is_refused():
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "--backend", "numpy", "--only", "spiir,fft"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "--only fft: unknown row(s); allowed: spiir, coherent, skyloop, pulse" in run.stderr
