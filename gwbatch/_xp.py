@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from types import ModuleType
 from typing import Any, Iterator
 
@@ -85,6 +86,26 @@ def to_host(a: Any) -> np.ndarray:
         return a
     get = getattr(a, "get", None)
     return get() if get is not None else np.asarray(a)
+
+
+class StageTimer:
+    """Seconds per named stage of a task, summed over its entries (``with timer("read"): ...``).
+    On CuPy each stage ends with a device synchronisation, so its GPU work is charged to it and
+    not to the stage that next waits on the device."""
+
+    def __init__(self, backend: str):
+        self.seconds: dict[str, float] = {}
+        self._sync = _cupy().cuda.Device().synchronize if backend == "cupy" else None
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self._sync is not None:
+                self._sync()
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - started
 
 
 def device_name(backend: str) -> str:

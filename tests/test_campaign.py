@@ -72,6 +72,14 @@ def test_output_contract(reference_run):
     assert manifest["livetime"]["analysed_seconds"]["H1"] == pytest.approx(254.0)
     html = (out / "report.html").read_text()
     assert "<svg" in html and "small" in html
+    # time inside the tasks per stage: each chunk's stages within its time, their sums in the timing
+    for c in manifest["chunks"]:
+        assert set(c["stage_seconds"]) == {"read", "condition", "search"}  # the pulse search has no network stage
+        assert all(v > 0 for v in c["stage_seconds"].values()) and sum(c["stage_seconds"].values()) <= c["seconds"]
+    timing = manifest["timing"]
+    assert sum(timing["task_stages"].values()) == pytest.approx(timing["chunk_seconds_total"])
+    assert timing["task_stages"]["read"] == pytest.approx(sum(c["stage_seconds"]["read"] for c in manifest["chunks"]))
+    assert "inside the chunk tasks: search" in html
 
 
 def test_loud_injections_found(reference_run):
@@ -112,6 +120,9 @@ def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeyp
     monkeypatch.setattr(PulseSearch, "process", original)
     resumed = run_campaign(campaign, resume=True, progress=False)
     assert [c["status"] for c in resumed.manifest["chunks"]] == ["reused", "reused", "done", "done"]
+    # a reused chunk keeps the stage times it was checkpointed with
+    first = json.loads((out / "chunks" / "chunk-000000.json").read_text())
+    assert resumed.manifest["chunks"][0]["stage_seconds"] == first["stage_seconds"] and first["stage_seconds"]["read"] > 0
     pd.testing.assert_frame_equal(resumed.reduced.candidates, reference_run.reduced.candidates)
 
 

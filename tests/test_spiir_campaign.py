@@ -83,6 +83,9 @@ def test_trigger_table_contract_and_same_template_coincidences(runs):
     assert (cands[["snr_H1", "snr_L1"]].min(axis=1) >= 4.0).all()
     assert np.allclose(cands["snr"] ** 2, cands["snr_H1"] ** 2 + cands["snr_L1"] ** 2, rtol=1e-5)
     assert (cands["null_snr"] < 1e-3).all() and (cands["rank"] <= cands["snr"] + 1e-9).all()
+    # the coherent stage is timed apart from the per-detector search
+    for c in run.manifest["chunks"]:
+        assert set(c["stage_seconds"]) == {"read", "condition", "search", "network"} and c["stage_seconds"]["network"] > 0
 
 
 def test_banks_are_cached_per_detector(runs, small_store, bank_file, monkeypatch):

@@ -296,7 +296,8 @@ def suite_manifest(suite: Suite, done: dict[str, RunSummary], cluster, gpus, com
                         "report": f"{name}/report.html", "manifest": f"{name}/manifest.json",
                         "livetime_s": live["zero_lag_seconds"], "background_s": live["background_seconds"],
                         "chunks": len(s.plan.chunks), "fingerprint": s.plan.fingerprint,
-                        "chunk_seconds": s.manifest["timing"]["chunk_seconds_total"]})
+                        "chunk_seconds": s.manifest["timing"]["chunk_seconds_total"],
+                        "task_stages": s.manifest["timing"].get("task_stages", {})})
     span = first["plan"]
     return {
         "gwbatch_version": gwbatch.__version__,
@@ -322,6 +323,17 @@ def suite_manifest(suite: Suite, done: dict[str, RunSummary], cluster, gpus, com
     }
 
 
+def task_stages(chunks: list[dict]) -> dict[str, float]:
+    """Seconds inside the chunk tasks per stage (read, condition, search, network), summed over
+    chunks; ``other`` is the rest of the tasks' time (bookkeeping, tables)."""
+    total: dict[str, float] = {}
+    for c in chunks:
+        for stage, seconds in (c.get("stage_seconds") or {}).items():
+            total[stage] = total.get(stage, 0.0) + float(seconds)
+    total["other"] = max(0.0, float(sum(c["seconds"] for c in chunks)) - sum(total.values()))
+    return total
+
+
 def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, cluster, command, wall,
                    resources: dict) -> dict:
     fs = plan.sample_rate
@@ -340,6 +352,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
                 "worker": r.worker,
                 "seconds": r.seconds,
                 "device_peak_bytes": r.device_peak_bytes,
+                "stage_seconds": r.stage_seconds,
                 "triggers": {ifo: int(s["triggers"]) for ifo, s in r.series_stats.items()},
                 "analysed_seconds": {ifo: segments_total(seg) / fs for ifo, seg in r.segments.items()},
                 "nonfinite_in_science": {ifo: int(s["nonfinite_in_science"]) for ifo, s in r.series_stats.items()},
@@ -405,7 +418,8 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "report": "report.html", **({"injections": "injections.parquet"} if injections is not None else {}),
             **({"skymaps": sorted(reduced.skymaps)} if reduced.skymaps else {}),
         },
-        "timing": {"wall_seconds": wall, "chunk_seconds_total": float(sum(c["seconds"] for c in chunks))},
+        "timing": {"wall_seconds": wall, "chunk_seconds_total": float(sum(c["seconds"] for c in chunks)),
+                   "task_stages": task_stages(chunks)},
     }
 
 

@@ -89,6 +89,7 @@ def write_chunk(directory: Path, result: ChunkResult, fingerprint: str) -> None:
             "worker": result.worker,
             "seconds": result.seconds,
             "device_peak_bytes": result.device_peak_bytes,
+            "stage_seconds": result.stage_seconds,
             "tables": sorted(result.tables),
             "arrays": sorted(result.arrays),
         },
@@ -127,4 +128,5 @@ def read_chunk(directory: Path, index: int, fingerprint: str) -> ChunkResult | N
         tables=tables,
         arrays=arrays,
         device_peak_bytes=int(doc.get("device_peak_bytes", 0)),
+        stage_seconds={k: float(v) for k, v in (doc.get("stage_seconds") or {}).items()},
     )

@@ -372,6 +372,17 @@ def _stage_rows(timing: dict) -> list[tuple[str, str]]:
             share = float(seconds) / wall
             value += f", {'<1%' if 0 <= share < 0.005 else format(share, '.0%')} of the wall time"
         rows.append((f"time per stage: {name}", value))
+    tasks = timing.get("task_stages") or {}
+    if isinstance(tasks, dict) and tasks:
+        try:
+            total = sum(float(v) for v in tasks.values())
+        except (TypeError, ValueError):
+            total = math.nan
+        for name, seconds in tasks.items():
+            value = _fmt_seconds(seconds)
+            if not _missing(seconds) and math.isfinite(total) and total > 0:
+                value += f", {float(seconds) / total:.0%} of the chunk tasks' time"
+            rows.append((f"inside the chunk tasks: {name}", value))
     return rows
 
 

@@ -60,6 +60,7 @@ class ChunkResult:
     worker: str = ""
     seconds: float = 0.0
     device_peak_bytes: int = 0  # most GPU memory-pool bytes the task added (0 on CPUs)
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # read, condition, search, network
 
 
 @dataclass

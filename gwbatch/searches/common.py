@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from gwbatch._xp import device_memory_peak, get_xp, resolve_backend, to_host
+from gwbatch._xp import StageTimer, device_memory_peak, get_xp, resolve_backend, to_host
 from gwbatch.conditioning import Conditioned, condition
 from gwbatch.conditioning.mask import mask_to_segments
 from gwbatch.config import Campaign
@@ -40,23 +40,28 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def conditioned_series(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: ChunkSpec) -> Iterator[ChunkSeries]:
-    """Read the chunk with its halo and condition each detector in turn (on ``backend``)."""
+def conditioned_series(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: ChunkSpec,
+                       timer: StageTimer | None = None) -> Iterator[ChunkSeries]:
+    """Read the chunk with its halo and condition each detector in turn (on ``backend``); ``timer``
+    gets the ``read`` and ``condition`` stages."""
+    timer = timer or StageTimer("numpy")
     xp = get_xp(resolve_backend(backend))
     meta = read_meta(campaign.data.store)
     fs = meta.sample_rate
-    ds = open_store(campaign.data.store)
-    raw = read_strain(ds, ifos, spec.read_start, spec.read_stop)
-    dq = read_dq(ds, ifos)
+    with timer("read"):
+        ds = open_store(campaign.data.store)
+        raw = read_strain(ds, ifos, spec.read_start, spec.read_stop)
+        dq = read_dq(ds, ifos)
     required = meta.dq_mask(campaign.data.dq_flags)
     own = (spec.start - spec.read_start, spec.stop - spec.read_start)
     for i, ifo in enumerate(ifos):
-        x = raw[i]
-        finite = np.isfinite(x)
-        science = dq_sample_mask(dq[i], required, spec.read_start, spec.read_stop, fs)
-        valid = finite & science
-        host = np.where(finite, x, 0.0).astype(np.float64)
-        cond = condition(xp.asarray(host), xp.asarray(valid), campaign.conditioning, fs)
+        with timer("condition"):
+            x = raw[i]
+            finite = np.isfinite(x)
+            science = dq_sample_mask(dq[i], required, spec.read_start, spec.read_stop, fs)
+            valid = finite & science
+            host = np.where(finite, x, 0.0).astype(np.float64)
+            cond = condition(xp.asarray(host), xp.asarray(valid), campaign.conditioning, fs)
         yield ChunkSeries(ifo, cond, finite, science, own)
 
 
@@ -98,18 +103,21 @@ def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: Chu
 
     started = time.perf_counter()
     backend = resolve_backend(backend)
+    timer = StageTimer(backend)
     frames, segments, gates, stats, kept = [], {}, [], {}, []
     with device_memory_peak(backend) as peak:
-        for series in conditioned_series(campaign, ifos, backend, spec):
-            frame, extra = search_one(series)
-            frames.append(frame.assign(chunk=spec.index))
-            segments[series.ifo], gate, stats[series.ifo] = bookkeeping(series, spec, len(frame), extra)
+        for series in conditioned_series(campaign, ifos, backend, spec, timer):
+            with timer("search"):
+                frame, extra = search_one(series)
+                frames.append(frame.assign(chunk=spec.index))
+                segments[series.ifo], gate, stats[series.ifo] = bookkeeping(series, spec, len(frame), extra)
             if gate is not None:
                 gates.append(gate)
             if network is not None:
                 kept.append(series)
         triggers = pd.concat(frames, ignore_index=True).astype(columns)
-        tables, arrays = network(kept, triggers) if network is not None else ({}, {})
+        with timer("network"):
+            tables, arrays = network(kept, triggers) if network is not None else ({}, {})
     return ChunkResult(
         index=spec.index,
         triggers=triggers,
@@ -122,6 +130,7 @@ def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: Chu
         tables=tables,
         arrays=arrays,
         device_peak_bytes=int(peak[0]),
+        stage_seconds={k: v for k, v in timer.seconds.items() if k != "network" or network is not None},
     )
 
 
