@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def quick_suite(tmp_path_factory):
     out = tmp_path_factory.mktemp("suite") / "suite.json"
     run = subprocess.run([sys.executable, "-m", "benchmarks", "--backend", "numpy", "--quick", "--repeat", "1",
-                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          "--only", "spiir,coherent,skyloop,pulse", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(out.read_text()), run.stdout
 
@@ -49,4 +50,27 @@ def test_every_row_against_the_limits(quick_suite):
 def test_unknown_row_is_refused():
     run = subprocess.run([sys.executable, "-m", "benchmarks", "--backend", "numpy", "--only", "spiir,fft"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2 and "--only fft: unknown row(s); allowed: spiir, coherent, skyloop, pulse" in run.stderr
+    assert run.returncode == 2 and "--only fft: unknown row(s); allowed: spiir, coherent, skyloop, pulse, campaign" in run.stderr
+
+
+def test_end_to_end_row_reads_the_campaigns_own_stage_times(small_store, tmp_path):
+    out = tmp_path / "e2e.json"
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "--backend", "numpy", "--quick", "--repeat", "1",
+                          "--only", "campaign", "--campaign", "configs/demo.yaml", "--set", f"data.store={small_store}",
+                          "--set", "cluster.kind=in-process", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    stages = row["extra"]["task_stages"]
+    assert row["kernel"] == "end to end" and "1 worker(s)" in row["config"]
+    assert row["ideal_ms"] == pytest.approx(1e3 * stages["search"])  # one worker; the pulse search has no network
+    assert row["ms"] == pytest.approx(1e3 * row["extra"]["run_stages"]["chunks"])
+    assert 0 < row["fraction"] < 1  # the kernels' share of the chunk stage: reading and conditioning take the rest
+    assert row["work"] == pytest.approx(2 * 256.0, rel=0.01)  # two detectors' 256 s store
+
+
+def test_failed_campaign_is_reported(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "--backend", "numpy", "--only", "campaign", "--campaign",
+                          "configs/demo.yaml", "--set", f"data.store={tmp_path / 'missing.zarr'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0 and "campaign configs/demo.yaml failed (exit" in run.stderr
