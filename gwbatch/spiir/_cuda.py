@@ -325,7 +325,7 @@ def _run_packed(xs, n4: int, pad: int, n_pad: int, a, b, d, f: int | None, segme
 def filter_bank_cuda(x, a, b, d, segments: int | None = None, f: int | None = None):
     """CuPy twin of :func:`gwbatch.spiir.filtering.filter_bank_numba` for one packed bank (T, L).
 
-    Templates are filtered in groups of one class each (:func:`template_groups`), unless ``f`` or
+    Templates are filtered in groups of one layout each (:func:`template_groups`), unless ``f`` or
     ``segments`` force one layout for the whole bank (tests and benchmarks)."""
     import cupy
 
