@@ -1,6 +1,7 @@
 """Scaling of a whole campaign over GPUs: the one-day, three-search campaign on 1, 2, 4... GPUs.
 
     python benchmarks/scale.py --gpus 4,2,1 [--duration 86400] [--config configs/one-day.yaml]
+    python benchmarks/scale.py --gpus 1 --stop-after 540 [--resume]   # a run longer than one sitting
 
 Simulates the store when it is missing (``--workers`` processes), then runs ``gwbatch run`` once per
 GPU count with ``CUDA_VISIBLE_DEVICES`` set to that many GPUs (``LocalCUDACluster``: one worker per
@@ -10,6 +11,13 @@ GPU-second of the chunk stage, the GPU utilisation the workers sampled, and the 
 task of each search used against the plan's estimate.  Scaling efficiency against the smallest GPU
 count is T_small * n_small / (T_n * n) for the chunk stage (the part that runs on the GPUs) and for
 the whole run.  Results: JSON (``--result``) and a Markdown table on stdout.
+
+A run may take several invocations: ``--stop-after S`` is passed to ``gwbatch run``, which then
+starts no chunk task after S seconds and exits with status 6 (so does this script, recording
+nothing); ``--resume`` goes on from the checkpoints.  The finished run's manifest lists every part
+(``timing.parts``): its stage times are summed, so the chunk stage counts every part's wall time,
+including the tail of each part where the last tasks finish on some GPUs while the others idle.
+``--first-gpu K`` uses GPUs K, K+1, ... so that runs of different sizes can share a node.
 """
 
 from __future__ import annotations
@@ -31,17 +39,35 @@ def simulate(store: Path, duration: float, sample_rate: float, seed: int, worker
     return time.perf_counter() - started
 
 
-def run(config: Path, out: Path, gpus: int, sets: list[str]) -> dict:
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(gpus)))
-    argv = [sys.executable, "-m", "gwbatch", "run", str(config), "--out", str(out), "--overwrite", "--no-progress",
-            "--set", "cluster.kind=local-cuda"]
+#: ``gwbatch run``'s exit status when ``--stop-after`` stopped it with chunks left.
+STOPPED = 6
+
+
+def run(config: Path, out: Path, gpus: int, sets: list[str], *, first_gpu: int = 0, resume: bool = False,
+        stop_after: float | None = None) -> dict | None:
+    """One campaign on ``gpus`` GPUs; None when ``stop_after`` stopped it (go on with ``resume``)."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(first_gpu, first_gpu + gpus)))
+    argv = [sys.executable, "-m", "gwbatch", "run", str(config), "--out", str(out), "--no-progress",
+            "--resume" if resume else "--overwrite", "--set", "cluster.kind=local-cuda"]
+    if stop_after is not None:
+        argv += ["--stop-after", str(stop_after)]
     for s in sets:
         argv += ["--set", s]
     started = time.perf_counter()
-    subprocess.run(argv, check=True, env=env)
+    status = subprocess.run(argv, env=env).returncode
     wall = time.perf_counter() - started
+    if status == STOPPED:
+        return None
+    if status != 0:
+        raise SystemExit(f"gwbatch run exited with status {status}: {' '.join(argv)}")
     manifest = json.loads((out / "manifest.json").read_text())
-    stages = manifest["timing"]["stages"]
+    parts = manifest["timing"].get("parts") or [{"stages": manifest["timing"]["stages"]}]
+    stages: dict[str, float] = {}
+    for part in parts:
+        for name, seconds in part["stages"].items():
+            stages[name] = stages.get(name, 0.0) + seconds
+    # every part's stages, then what the last invocation did after its chunk stage (reduce, report)
+    wall = sum(stages.values()) + wall - sum(parts[-1]["stages"].values())
     members = {}
     strain_seconds = 0.0
     for m in manifest["members"]:
@@ -58,11 +84,15 @@ def run(config: Path, out: Path, gpus: int, sets: list[str]) -> dict:
         }
     gpu = manifest.get("gpu_utilisation") or {}
     chunk_wall = stages["chunks"]
+    util = gpu.get("mean")
+    if len(parts) > 1 and all(p.get("gpu_utilisation_mean") is not None for p in parts):
+        util = sum(p["gpu_utilisation_mean"] * p["stages"]["chunks"] for p in parts) / chunk_wall
     return {
         "gpus": gpus, "wall_seconds": wall, "stages": stages, "devices": manifest["devices"],
+        "parts": parts,
         "strain_seconds": strain_seconds,
         "strain_seconds_per_gpu_second": strain_seconds / (gpus * chunk_wall),
-        "gpu_utilisation_mean": gpu.get("mean"),
+        "gpu_utilisation_mean": util,
         "gpu_utilisation_per_device": [d["mean"] for d in gpu.get("devices", [])],
         "members": members,
         "provenance": manifest.get("provenance"),
@@ -81,8 +111,13 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes that simulate the store")
     p.add_argument("--set", action="append", default=[], help="extra campaign overrides")
     p.add_argument("--result", type=Path, help="JSON file to write")
+    p.add_argument("--first-gpu", type=int, default=0, help="use GPUs from this index on (default 0)")
+    p.add_argument("--stop-after", type=float, help="passed to gwbatch run: start no chunk task after this many seconds")
+    p.add_argument("--resume", action="store_true", help="go on with the checkpoints of a stopped run")
     p.add_argument("--merge", type=Path, nargs="+", help="combine the runs of earlier result files (no run)")
     args = p.parse_args(argv)
+    if args.resume and "," in args.gpus:
+        p.error(f"--resume goes on with one run: give one GPU count, not --gpus {args.gpus}")
     if args.merge:
         records = [json.loads(f.read_text()) for f in args.merge]
         record = scaling({**records[0], "runs": [r for rec in records for r in rec["runs"]],
@@ -97,7 +132,12 @@ def main(argv=None) -> int:
         record["simulate_seconds"] = simulate(args.store, args.duration, args.sample_rate, args.seed, args.workers)
     sets = [f"data.store={args.store}", *args.set]
     for n in [int(g) for g in args.gpus.split(",")]:
-        record["runs"].append(run(args.config, args.out, n, sets))
+        done = run(args.config, args.out, n, sets, first_gpu=args.first_gpu, resume=args.resume,
+                   stop_after=args.stop_after)
+        if done is None:
+            print(f"the {n}-GPU run stopped at --stop-after {args.stop_after:g} s; rerun with --resume", file=sys.stderr)
+            return STOPPED
+        record["runs"].append(done)
         if args.result:
             args.result.write_text(json.dumps(scaling(record), indent=1))
     record = scaling(record)

@@ -35,3 +35,29 @@ def test_local_workers_get_their_share(preset, monkeypatch):
         assert os.environ.get("NUMBA_NUM_THREADS") == preset
     assert len(seen) == 2
     assert all(env == str(expected) and threads == expected for env, threads in seen.values()), seen
+
+
+def _sleep_and_mark(folder: str, name: str, seconds: float) -> str:
+    import pathlib
+    import time
+
+    pathlib.Path(folder, name).touch()
+    time.sleep(seconds)
+    return name
+
+
+def test_deadline_lets_running_tasks_finish_and_starts_no_other(tmp_path):
+    """At the deadline the tasks being executed finish and are returned; no other task starts."""
+    import time
+
+    from workflow.execute import Call, run_calls
+
+    cfg = ClusterConfig(kind="local", n_workers=2, dashboard_address=":0")
+    with start_cluster(cfg, "numpy", 8) as cluster:
+        cluster.client.submit(sum, [1]).result()  # workers up
+        calls = [Call(f"sleep-{i}", _sleep_and_mark, (str(tmp_path), f"t{i}", 1.0), i) for i in range(8)]
+        done = [item for call, item in run_calls(cluster, calls, failure=None, desc="tasks", progress=False,
+                                                 deadline=time.perf_counter() + 1.5)]
+    started = sorted(p.name for p in tmp_path.iterdir())
+    assert 2 <= len(done) <= 6, done
+    assert sorted(done) == started  # every task that started was waited for; none started later

@@ -118,3 +118,32 @@ def test_worker_killed_mid_campaign_gives_the_same_tables(small_store, reference
         log = resumed.communicate(timeout=600)[0]
         assert resumed.returncode == 0, log
     assert_same_tables(out, reference)
+
+
+def test_stop_after_then_resume_gives_the_same_tables(small_store, reference, tmp_path):
+    """--stop-after before any chunk: exit 6, nothing final written, the part logged; --resume
+    finishes with the reference tables and both parts in the manifest."""
+    config = campaign_file(small_store, tmp_path, "in-process")
+    out = tmp_path / "run"
+    stopped = start(config, out, "--stop-after", "1e-6")
+    log = stopped.communicate(timeout=300)[0]
+    assert stopped.returncode == 6, log
+    assert "--stop-after 1e-06 s reached: 0 chunks done in this run, 16 of 16 left" in log and "--resume" in log
+    assert not (out / "manifest.json").exists() and not (out / "candidates.parquet").exists()
+    resumed = start(config, out, "--resume")
+    log = resumed.communicate(timeout=600)[0]
+    assert resumed.returncode == 0, log
+    assert_same_tables(out, reference)
+    parts = json.loads((out / "manifest.json").read_text())["timing"]["parts"]
+    assert [(p["chunks_done"], p["chunks_left"]) for p in parts] == [(0, 16), (16, 0)]
+    assert all(p["stages"]["chunks"] >= 0 for p in parts)
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "inf", "soon"])
+def test_stop_after_must_be_positive_seconds(bad, capsys):
+    from workflow.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "configs/demo.yaml", "--stop-after", bad])
+    assert exit_.value.code == 2
+    assert f"argument --stop-after: {bad!r} is not a positive number of seconds" in capsys.readouterr().err

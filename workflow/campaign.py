@@ -29,10 +29,10 @@ from gwbatch.report.html import write_report
 from gwbatch.searches import ChunkResult, ChunkSpec, get_search
 from gwbatch.searches.common import candidate_series
 from workflow.cluster import start_cluster
-from workflow.execute import Call, chunk_failure, run_calls
+from workflow.execute import Call, Stopped, chunk_failure, run_calls
 from workflow.memory import check_memory, worker_memory
 from workflow.monitor import gpu_utilisation
-from workflow.outputs import CHUNKS, prepare_output
+from workflow.outputs import CHUNKS, prepare_output, read_parts, record_part
 from workflow.plan import Plan, member_plan
 from workflow.prepare import prepare
 from workflow.reduce import Reduced, reduce_results, trigger_table
@@ -147,11 +147,15 @@ def task_cost(member: Member, spec: ChunkSpec) -> float:
     return float(samples)
 
 
-def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: bool, stages: dict):
-    """Run every member's remaining chunks on one cluster, checkpointing each as it finishes.
+def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: bool, stages: dict, top: Path,
+                started: float, stop_after: float | None = None):
+    """Run every member's remaining chunks on one cluster, checkpointing each as it finishes, and
+    record this invocation in the run's parts log (``top``).
 
     Returns the cluster description and the GPU utilisation over the chunk stage.  The memory plan
-    is checked against the workers before any task is submitted.
+    is checked against the workers before any task is submitted.  With ``stop_after`` (seconds from
+    ``started``, a :func:`time.perf_counter` value) no task starts later; if chunks are left then,
+    :class:`Stopped` is raised once the running ones are checkpointed.
     """
     timer = time.perf_counter()
     for m in members:
@@ -173,7 +177,9 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
             for m in members for spec in m.todo
         ]
         timer, wall = time.perf_counter(), time.time()
-        for call, result in run_calls(cluster, calls, failure=chunk_failure, desc="chunks", progress=progress):
+        deadline = None if stop_after is None else started + stop_after
+        for call, result in run_calls(cluster, calls, failure=chunk_failure, desc="chunks", progress=progress,
+                                      deadline=deadline):
             m = by_name[call.item[0]]
             log.debug("%s chunk %d done on %s (%s) in %.2f s", m.name or m.plan.search, result.index, result.worker,
                       result.device, result.seconds)
@@ -181,17 +187,28 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
             m.results[result.index], m.status[result.index] = result, "done"
         stages["chunks"] = time.perf_counter() - timer
         gpus = gpu_utilisation(cluster, wall, time.time()) if calls else None
+    left = sum(len(m.todo) for m in members)
+    record_part(top, {"finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                      "stages": dict(stages), "chunks_done": len(calls) - left, "chunks_left": left,
+                      "workers": cluster.workers, "gpu_utilisation_mean": (gpus or {}).get("mean")})
+    if left:
+        total = sum(len(m.plan.chunks) for m in members)
+        raise Stopped(f"--stop-after {stop_after:g} s reached: {len(calls) - left} chunks done in this run, "
+                      f"{left} of {total} left; finished chunks are checkpointed, rerun with --resume to go on")
     return cluster, gpus
 
 
-def finish_member(m: Member, cluster, gpus, command: str, started: float, stages: dict) -> RunSummary:
-    """Reduce a member's chunks, and write its tables, skymaps, report and manifest (last)."""
+def finish_member(m: Member, cluster, gpus, command: str, started: float, stages: dict,
+                  parts: list[dict]) -> RunSummary:
+    """Reduce a member's chunks, and write its tables, skymaps, report and manifest (last).
+    ``parts``: every invocation that ran chunks for this run (the first and each --resume)."""
     timer = time.perf_counter()
     reduced = reduce_results(m.campaign, m.plan, m.meta, list(m.results.values()))
     own = {**stages, "reduce": time.perf_counter() - timer}
     manifest = build_manifest(m.campaign, m.plan, m.meta, reduced, m.results, m.status, cluster, command,
                               time.time() - started, m.resources)
     manifest["timing"]["stages"] = own
+    manifest["timing"]["parts"] = parts
     if gpus is not None:
         manifest["gpu_utilisation"] = gpus
     manifest["provenance"] = provenance([m.campaign], manifest["devices"])
@@ -234,14 +251,17 @@ def run_campaign(
     overwrite: bool = False,
     command: str = "",
     progress: bool = True,
+    stop_after: float | None = None,
 ) -> RunSummary:
-    """Run a whole campaign and write its outputs; returns where they are and what was found."""
+    """Run a whole campaign and write its outputs; returns where they are and what was found.
+    ``stop_after``: seconds after which no chunk task starts (:class:`Stopped` if any is left)."""
     started, stages = time.time(), {}
     timer = time.perf_counter()
     member = open_member("", campaign, Path(out) if out else campaign.output_dir, resume=resume, overwrite=overwrite)
     stages["plan"] = time.perf_counter() - timer
-    cluster, gpus = run_members([member], campaign.cluster, campaign.backend, progress=progress, stages=stages)
-    return finish_member(member, cluster, gpus, command, started, stages)
+    cluster, gpus = run_members([member], campaign.cluster, campaign.backend, progress=progress, stages=stages,
+                                top=member.outdir, started=timer, stop_after=stop_after)
+    return finish_member(member, cluster, gpus, command, started, stages, read_parts(member.outdir))
 
 
 def run_suite(
@@ -252,18 +272,22 @@ def run_suite(
     overwrite: bool = False,
     command: str = "",
     progress: bool = True,
+    stop_after: float | None = None,
 ) -> SuiteSummary:
     """Run every search of a multi-search campaign on one cluster, its chunks interleaved, then
     write each member's outputs in ``<out>/<member>/`` and the combined ones in ``<out>``."""
     started, stages = time.time(), {}
-    top = prepare_output(Path(out) if out else suite.output_dir, resume=resume, overwrite=overwrite)
     timer = time.perf_counter()
+    top = prepare_output(Path(out) if out else suite.output_dir, resume=resume, overwrite=overwrite)
     members = [open_member(name, c, top / name, resume=resume, overwrite=overwrite) for name, c in suite.members.items()]
     stages["plan"] = time.perf_counter() - timer
-    cluster, gpus = run_members(members, suite.cluster, suite.backend, progress=progress, stages=stages)
-    done = {m.name: finish_member(m, cluster, gpus, command, started, stages) for m in members}
+    cluster, gpus = run_members(members, suite.cluster, suite.backend, progress=progress, stages=stages, top=top,
+                                started=timer, stop_after=stop_after)
+    parts = read_parts(top)
+    done = {m.name: finish_member(m, cluster, gpus, command, started, stages, parts) for m in members}
     candidates = combined_candidates(done)
     manifest = suite_manifest(suite, done, cluster, gpus, command, time.time() - started, stages)
+    manifest["timing"]["parts"] = parts
     write_report(top / "report.html", manifest=manifest, candidates=candidates,
                  background=pd.DataFrame(), injections=None, gates=pd.DataFrame(),
                  series=[f for s in done.values() for f in s.figures.get("series", [])],

@@ -7,7 +7,7 @@
     gwbatch bank place configs/banks/bns.yaml --psd aLIGO --out banks/bns-templates.h5
     gwbatch bank build configs/banks/bbh.yaml --psd aLIGO --out banks/bbh.h5
     gwbatch bank summary banks/bbh.h5
-    gwbatch run configs/demo.yaml [--out DIR] [--set key=value ...] [--cluster KIND] [--resume | --overwrite] [--dry-run]
+    gwbatch run configs/demo.yaml [--out DIR] [--set key=value ...] [--cluster KIND] [--resume | --overwrite] [--stop-after S] [--dry-run]
 
 Errors in the input are reported in one message naming the bad value and what is allowed, with a
 non-zero exit status (2 config, 3 data, 4 output, 5 a failed chunk).
@@ -46,6 +46,17 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
     if not items:
         raise ConfigError(f"{name} needs at least one number, got {text!r}")
     return items
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (``--stop-after``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def _names(text: str, name: str) -> tuple[str, ...]:
@@ -224,7 +235,7 @@ def cmd_run(args) -> int:
 
     command = "gwbatch " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     options = dict(out=args.out, resume=args.resume, overwrite=args.overwrite, command=command,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, stop_after=args.stop_after)
     if isinstance(loaded, Campaign):
         print("\n".join(summary_lines(run_campaign(loaded, **options))))
     else:
@@ -306,6 +317,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="reuse finished chunks in the output directory")
     run.add_argument("--overwrite", action="store_true", help="discard what the output directory holds")
     run.add_argument("--cluster", metavar="KIND", help="shortcut for --set cluster.kind=KIND (e.g. slurm, pbs, htcondor)")
+    run.add_argument("--stop-after", type=_seconds, metavar="SECONDS",
+                     help="start no chunk task after SECONDS (e.g. a batch job's wall-clock limit less the time to "
+                          "write the outputs); running tasks finish and are checkpointed, nothing final is written, "
+                          "exit code 6: rerun with --resume to go on")
     run.add_argument("--dry-run", action="store_true", help="print the plan (and a batch kind's job script) and exit")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=cmd_run)

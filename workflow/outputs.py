@@ -7,6 +7,7 @@ so an interrupted run never leaves final outputs that look complete.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,7 @@ FINAL = ("manifest.json", "candidates.parquet", "triggers.parquet", "background.
          "gates.parquet", "report.html")
 CHUNKS = "chunks"
 SKYMAPS = "skymaps"  # candidates' FITS skymaps, part of the final outputs
+PARTS = "parts.jsonl"  # one line per invocation that ran chunks: the first, and each --resume
 
 
 def prepare_output(path: Path, *, resume: bool, overwrite: bool) -> Path:
@@ -40,6 +42,21 @@ def prepare_output(path: Path, *, resume: bool, overwrite: bool) -> Path:
         shutil.rmtree(path / SKYMAPS, ignore_errors=True)
         if overwrite:
             shutil.rmtree(path / CHUNKS, ignore_errors=True)
+            (path / PARTS).unlink(missing_ok=True)
     path.mkdir(parents=True, exist_ok=True)
     (path / MARKER).write_text("gwbatch run directory\n")
     return path
+
+
+def record_part(path: Path, record: dict) -> None:
+    """Append one invocation's record (its stage times and chunks done) to the run's parts log."""
+    with open(Path(path) / PARTS, "a") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def read_parts(path: Path) -> list[dict]:
+    """Every invocation's record, oldest first (empty before the first)."""
+    log = Path(path) / PARTS
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
