@@ -134,9 +134,11 @@ def test_stop_after_then_resume_gives_the_same_tables(small_store, reference, tm
     log = resumed.communicate(timeout=600)[0]
     assert resumed.returncode == 0, log
     assert_same_tables(out, reference)
-    parts = json.loads((out / "manifest.json").read_text())["timing"]["parts"]
-    assert [(p["chunks_done"], p["chunks_left"]) for p in parts] == [(0, 16), (16, 0)]
-    assert all(p["stages"]["chunks"] >= 0 for p in parts)
+    timing = json.loads((out / "manifest.json").read_text())["timing"]
+    parts = timing["parts"]
+    assert [(p["chunks_done"], p["chunks_left"], p["ended"]) for p in parts] == [(0, 16, "stopped"), (16, 0, "complete")]
+    assert timing["stages"]["plan"] == pytest.approx(sum(p["stages"]["plan"] for p in parts), rel=1e-9)
+    assert timing["wall_seconds"] > sum(p["wall_seconds"] for p in parts)
 
 
 @pytest.mark.parametrize("bad", ["0", "-5", "inf", "soon"])

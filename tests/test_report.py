@@ -664,3 +664,29 @@ def test_campaign_of_several_searches_draws_their_ifars_together(tmp_path):
     text = write_report(tmp_path / "report.html", **inputs).read_text()
     figure = text.split('id="fig-ifar"')[1].split("</figure>")[0]
     assert "\u03a3 T_fg = 4000 s over 1 searches" in figure and "burst (7)" not in figure
+
+
+def test_run_over_several_invocations(tmp_path):
+    """A run resumed after --stop-after: the summary says so and the GPU figure names its samples."""
+    from workflow.campaign import account_parts
+
+    inputs = empty_inputs()
+    manifest = inputs["manifest"]
+    manifest["timing"] = {"wall_seconds": 100.0, "stages": {"plan": 1.0, "chunks": 60.0, "reduce": 30.0}}
+    gpu = make_gpu(n_gpus=1)
+    manifest["gpu_utilisation"] = {**gpu, "mean": gpu["devices"][0]["mean"]}  # as workflow.monitor writes it
+    last = manifest["gpu_utilisation"]["mean"]
+    parts = [{"stages": {"plan": 2.0, "chunks": 300.0}, "wall_seconds": 310.0, "chunks_done": 40,
+              "gpu_utilisation_mean": 80.0},
+             {"stages": {"plan": 1.0, "chunks": 60.0}, "wall_seconds": 65.0, "chunks_done": 10,
+              "gpu_utilisation_mean": last}]
+    account_parts(manifest, parts)
+    assert manifest["timing"]["stages"] == {"plan": 3.0, "chunks": 360.0, "reduce": 30.0}
+    assert manifest["timing"]["wall_seconds"] == 410.0
+    assert manifest["gpu_utilisation"]["mean"] == pytest.approx((80.0 * 300 + last * 60) / 360, rel=1e-12)
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    summary = text.split('id="summary"')[1].split("</section>")[0]
+    assert "<th>invocations</th><td>2 (chunks done in each: 40, 10); wall and stage times are their sums</td>" in summary
+    assert "<th>time per stage: chunks</th><td>360 s (0:06:00), 88% of the wall time</td>" in summary
+    assert f"<th>mean utilisation over every invocation</th><td>{manifest['gpu_utilisation']['mean']:.1f} %</td>" in summary
+    assert "during the last of 2 invocations of the run" in figure_html(text, "fig-gpu")

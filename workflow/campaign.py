@@ -178,24 +178,58 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
         ]
         timer, wall = time.perf_counter(), time.time()
         deadline = None if stop_after is None else started + stop_after
-        for call, result in run_calls(cluster, calls, failure=chunk_failure, desc="chunks", progress=progress,
-                                      deadline=deadline):
-            m = by_name[call.item[0]]
-            log.debug("%s chunk %d done on %s (%s) in %.2f s", m.name or m.plan.search, result.index, result.worker,
-                      result.device, result.seconds)
-            write_chunk(m.outdir / CHUNKS, result, m.plan.fingerprint)
-            m.results[result.index], m.status[result.index] = result, "done"
-        stages["chunks"] = time.perf_counter() - timer
-        gpus = gpu_utilisation(cluster, wall, time.time()) if calls else None
-    left = sum(len(m.todo) for m in members)
-    record_part(top, {"finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                      "stages": dict(stages), "chunks_done": len(calls) - left, "chunks_left": left,
-                      "workers": cluster.workers, "gpu_utilisation_mean": (gpus or {}).get("mean")})
+        gpus, ended = None, "failed"
+        try:
+            for call, result in run_calls(cluster, calls, failure=chunk_failure, desc="chunks", progress=progress,
+                                          deadline=deadline):
+                m = by_name[call.item[0]]
+                log.debug("%s chunk %d done on %s (%s) in %.2f s", m.name or m.plan.search, result.index,
+                          result.worker, result.device, result.seconds)
+                write_chunk(m.outdir / CHUNKS, result, m.plan.fingerprint)
+                m.results[result.index], m.status[result.index] = result, "done"
+            gpus = gpu_utilisation(cluster, wall, time.time()) if calls else None
+            ended = "stopped" if any(m.todo for m in members) else "complete"
+        finally:  # a failed invocation's finished chunks count too
+            stages["chunks"] = time.perf_counter() - timer
+            left = sum(len(m.todo) for m in members)
+            record_part(top, {"finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                              "ended": ended, "wall_seconds": time.perf_counter() - started, "stages": dict(stages),
+                              "chunks_done": len(calls) - left, "chunks_left": left, "workers": cluster.workers,
+                              "gpu_utilisation_mean": (gpus or {}).get("mean")})
     if left:
         total = sum(len(m.plan.chunks) for m in members)
         raise Stopped(f"--stop-after {stop_after:g} s reached: {len(calls) - left} chunks done in this run, "
                       f"{left} of {total} left; finished chunks are checkpointed, rerun with --resume to go on")
     return cluster, gpus
+
+
+def account_parts(manifest: dict, parts: list[dict]) -> None:
+    """Make a manifest cover every invocation of its run (``timing.parts``: the first, and each one
+    --resume continued after --stop-after, a failed chunk or a kill).
+
+    With several parts, ``timing.stages`` and ``timing.wall_seconds`` are summed over them (an
+    invocation killed before it could record itself is not counted), and ``gpu_utilisation.mean`` is
+    the parts' means weighted by their chunk stages; the utilisation samples stay those of the last
+    invocation (``gpu_utilisation.sampled_parts`` says so).
+    """
+    timing = manifest["timing"]
+    timing["parts"] = parts
+    earlier = parts[:-1]
+    if not earlier:
+        return
+    stages = dict(timing["stages"])  # this invocation's, with what ran after its chunk stage
+    for part in earlier:
+        for name, seconds in part["stages"].items():
+            stages[name] = stages.get(name, 0.0) + seconds
+    timing["stages"] = stages
+    timing["wall_seconds"] += sum(part.get("wall_seconds", 0.0) for part in earlier)
+    gpu = manifest.get("gpu_utilisation")
+    weights = [part["stages"].get("chunks", 0.0) for part in parts]
+    means = [part.get("gpu_utilisation_mean") for part in parts]
+    if isinstance(gpu, dict) and None not in means and sum(weights) > 0:
+        gpu["mean_last_part"] = gpu.get("mean")
+        gpu["mean"] = float(np.dot(means, weights) / sum(weights))
+        gpu["sampled_parts"] = f"the last of {len(parts)}"
 
 
 def finish_member(m: Member, cluster, gpus, command: str, started: float, stages: dict,
@@ -208,9 +242,9 @@ def finish_member(m: Member, cluster, gpus, command: str, started: float, stages
     manifest = build_manifest(m.campaign, m.plan, m.meta, reduced, m.results, m.status, cluster, command,
                               time.time() - started, m.resources)
     manifest["timing"]["stages"] = own
-    manifest["timing"]["parts"] = parts
     if gpus is not None:
         manifest["gpu_utilisation"] = gpus
+    account_parts(manifest, parts)
     manifest["provenance"] = provenance([m.campaign], manifest["devices"])
     figures = top_figures(m, reduced)
     write_outputs(m.outdir, reduced, manifest, figures)
@@ -287,7 +321,7 @@ def run_suite(
     done = {m.name: finish_member(m, cluster, gpus, command, started, stages, parts) for m in members}
     candidates = combined_candidates(done)
     manifest = suite_manifest(suite, done, cluster, gpus, command, time.time() - started, stages)
-    manifest["timing"]["parts"] = parts
+    account_parts(manifest, parts)
     write_report(top / "report.html", manifest=manifest, candidates=candidates,
                  background=pd.DataFrame(), injections=None, gates=pd.DataFrame(),
                  series=[f for s in done.values() for f in s.figures.get("series", [])],

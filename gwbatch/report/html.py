@@ -353,7 +353,17 @@ def _execution_rows(manifest: dict) -> list[tuple[str, str]]:
         ("dashboard", _text(cluster.get("dashboard"))),
         ("wall time", _fmt_seconds(timing.get("wall_seconds"))),
         ("summed chunk time", _fmt_seconds(timing.get("chunk_seconds_total"))),
-    ] + _stage_rows(timing) + _gpu_rows(manifest)
+    ] + _parts_rows(timing) + _stage_rows(timing) + _gpu_rows(manifest)
+
+
+def _parts_rows(timing: dict) -> list[tuple[str, str]]:
+    """``timing.parts``: a run finished over several invocations (--stop-after, a failure, a kill, then
+    --resume); the wall time and stage times above are then their sums."""
+    parts = timing.get("parts")
+    if not isinstance(parts, list) or len(parts) < 2:
+        return []
+    done = ", ".join(_fmt_int(p.get("chunks_done")) if isinstance(p, dict) else DASH for p in parts)
+    return [("invocations", f"{len(parts)} (chunks done in each: {done}); wall and stage times are their sums")]
 
 
 def _stage_rows(timing: dict) -> list[tuple[str, str]]:
@@ -418,7 +428,12 @@ def _gpu_mean(device: dict) -> float:
 
 
 def _gpu_rows(manifest: dict) -> list[tuple[str, str]]:
-    return [(f"mean utilisation, {_gpu_label(d)}", f"{_num(_gpu_mean(d), '.1f')} %") for d in _gpu_devices(manifest)]
+    rows = [(f"mean utilisation, {_gpu_label(d)}", f"{_num(_gpu_mean(d), '.1f')} %") for d in _gpu_devices(manifest)]
+    gpu = manifest.get("gpu_utilisation")
+    if rows and isinstance(gpu, dict) and gpu.get("sampled_parts"):
+        rows = [(f"{name} (the last invocation)", value) for name, value in rows]
+        rows.append(("mean utilisation over every invocation", f"{_num(gpu.get('mean'), '.1f')} %"))
+    return rows
 
 
 def _livetime_rows(manifest: dict) -> list[tuple[str, str]]:
@@ -1096,7 +1111,8 @@ def _fig_gpu(manifest: dict) -> str:
     ax_m.set_xlabel("time since the start of the run (s)")
     interval = gpu.get("interval_s")
     caption = ("Utilisation of each GPU (top) and the memory used on it (bottom)"
-               + (f", sampled every {_num(interval, 'g')} s." if not _missing(interval) else "."))
+               + (f", sampled every {_num(interval, 'g')} s" if not _missing(interval) else "")
+               + (f", during {_text(gpu['sampled_parts'])} invocations of the run." if gpu.get("sampled_parts") else "."))
     table = html_table(["GPU", "samples", "mean utilisation (%)", "peak memory used"], rows,
                        [False, True, True, True])
     return f"<h3>{_esc(title)}</h3>\n" + _drawn(fig, "fig-gpu", caption) + table
