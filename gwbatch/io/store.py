@@ -256,14 +256,28 @@ def read_strain(ds: xr.Dataset, ifos: Iterable[str], start: int, stop: int) -> n
 
     Samples outside the store read as NaN (no data), so callers mask them like any gap.
     """
-    ifos = list(ifos)
+    rows = ifo_rows(ds, ifos)
     n = ds.sizes["time"]
-    out = np.full((len(ifos), stop - start), np.nan, dtype=np.float32)
+    out = np.full((len(rows), stop - start), np.nan, dtype=np.float32)
     lo, hi = max(start, 0), min(stop, n)
-    if hi > lo:
-        block = ds["strain"].sel(ifo=ifos).isel(time=slice(lo, hi)).values
-        out[:, lo - start : hi - start] = block
+    if hi > lo and rows:
+        strain, span = ds["strain"], slice(lo, hi)
+        # slices only: zarr's orthogonal selection (a list of detectors) decodes ~15x slower
+        if rows == list(range(rows[0], rows[0] + len(rows))):
+            out[:, lo - start : hi - start] = strain.isel(ifo=slice(rows[0], rows[-1] + 1), time=span).values
+        else:
+            for i, row in enumerate(rows):
+                out[i, lo - start : hi - start] = strain.isel(ifo=row, time=span).values
     return out
+
+
+def ifo_rows(ds: xr.Dataset, ifos: Iterable[str]) -> list[int]:
+    """The store rows of ``ifos``, in that order."""
+    names = [str(v) for v in ds["ifo"].values]
+    missing = [ifo for ifo in ifos if ifo not in names]
+    if missing:
+        raise DataError(f"detector(s) {', '.join(missing)} not in the store; it has {', '.join(names)}")
+    return [names.index(ifo) for ifo in ifos]
 
 
 def read_dq(ds: xr.Dataset, ifos: Iterable[str]) -> np.ndarray:

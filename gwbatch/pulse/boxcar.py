@@ -17,17 +17,30 @@ import numpy as np
 from gwbatch._xp import array_namespace
 
 
-def boxcar_best_numpy(y, first: int, last: int, p, q, r, energy: bool):
-    """Per-start best SNR (float32) and width (int32) over widths ``first..last`` (float64 prefix sums)."""
+def boxcar_best_numpy(y, first: int, last: int, p, q, r, energy: bool, starts=None):
+    """Best SNR (float32) and width (int32) over widths ``first..last`` per start: every start, or
+    only ``starts`` (float64 prefix sums)."""
     y = np.asarray(y, dtype=np.float32)
     n_out = y.size - last + 1
     if n_out <= 0:
         return np.empty(0, np.float32), np.empty(0, np.int32)
-    prefix = np.concatenate([[0.0], np.cumsum(y, dtype=np.float64)])
-    best = np.full(n_out, -np.inf, dtype=np.float64)
-    width = np.zeros(n_out, dtype=np.int32)
+    return _best(_prefix_sums(y), n_out, first, last, p, q, r, energy, starts)
+
+
+def _prefix_sums(y) -> np.ndarray:
+    return np.concatenate([[0.0], np.cumsum(y, dtype=np.float64)])
+
+
+def _best(prefix, n_out: int, first: int, last: int, p, q, r, energy: bool, starts=None):
+    if starts is None:
+        low, at = prefix[:n_out], slice(None)
+    else:
+        at = np.asarray(starts, dtype=np.int64)
+        low = prefix[at]
+    best = np.full(low.size, -np.inf, dtype=np.float64)
+    width = np.zeros(low.size, dtype=np.int32)
     for j, w in enumerate(range(first, last + 1)):
-        b = prefix[w : w + n_out] - prefix[:n_out]
+        b = (prefix[w : w + n_out] if starts is None else prefix[at + w]) - low
         z = (np.cbrt(b * p[j]) - q[j]) * r[j] if energy else b * p[j] - q[j]
         better = z > best
         best[better] = z[better]
@@ -37,16 +50,29 @@ def boxcar_best_numpy(y, first: int, last: int, p, q, r, energy: bool):
 
 def boxcar_round_numpy(series, valid, valid_stride: int, first: int, last: int, consts, threshold: float,
                        energy: bool, n_out: int):
+    """The CUDA kernel's round on the host, with its two passes: a start is a candidate when some
+    width's sum reaches that width's threshold sum ``T`` (one subtraction and one comparison per
+    width and start); only candidates get their SNRs computed and their best width chosen."""
     series = np.asarray(series, dtype=np.float32)
     nw = last - first + 1
     consts = np.asarray(consts, dtype=np.float64)
-    p, q, r = consts[nw : 2 * nw], consts[2 * nw : 3 * nw], consts[3 * nw :]
-    best, width = boxcar_best_numpy(series[: n_out + last - 1], first, last, p, q, r, energy)
-    hit = (best >= threshold) & np.asarray(valid)[::valid_stride][:n_out].astype(bool)
-    idx = np.flatnonzero(hit)
+    t, p, q, r = consts[:nw], consts[nw : 2 * nw], consts[2 * nw : 3 * nw], consts[3 * nw :]
+    y = series[: n_out + last - 1]
+    n_out = min(n_out, y.size - last + 1)
+    if n_out > 0:
+        prefix = _prefix_sums(y)
+        passed = np.zeros(n_out, dtype=bool)
+        for j, w in enumerate(range(first, last + 1)):
+            passed |= prefix[w : w + n_out] - prefix[:n_out] >= t[j]
+        candidates = np.flatnonzero(passed & np.asarray(valid)[::valid_stride][:n_out].astype(bool))
+        best, width = _best(prefix, n_out, first, last, p, q, r, energy, candidates)
+        keep = best >= threshold
+        idx, width, best = candidates[keep], width[keep], best[keep]
+    else:
+        idx, width, best = np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.float32)
     m = series.size // 2
     nxt = series[0 : 2 * m : 2] + series[1 : 2 * m : 2]
-    return idx.astype(np.int64), width[idx], best[idx], nxt
+    return idx.astype(np.int64), width, best, nxt
 
 
 def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bool, n: int) -> list[tuple]:
