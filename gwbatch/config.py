@@ -34,7 +34,7 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 class DataConfig(StrictModel):
@@ -573,10 +573,23 @@ def apply_override(raw: dict, item: str) -> None:
     node[parts[-1]] = parsed
 
 
+#: The search sections by ``search.kind``; pydantic puts the kind in an error's location after "search".
+SEARCH_MODELS: dict[str, type[BaseModel]] = {"pulse": PulseSearchConfig, "spiir": SpiirSearchConfig,
+                                             "burst": BurstSearchConfig}
+
+
+def _is_search_tag(loc: tuple, i: int) -> bool:
+    return i > 0 and loc[i - 1] == "search" and loc[i] in SEARCH_MODELS
+
+
 def _model_at(loc: tuple, root: type[BaseModel] | None = None) -> type[BaseModel] | None:
-    """The model class that owns the last element of a validation-error location."""
+    """The model class that owns the last element of a validation-error location (with its search
+    kind tag, if any)."""
     model: Any = root or Campaign
-    for part in loc[:-1]:
+    for i, part in enumerate(loc[:-1]):
+        if _is_search_tag(loc, i):
+            model = SEARCH_MODELS[part]
+            continue
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
             return None
         model = _model_of(model.model_fields[part].annotation)
@@ -593,16 +606,33 @@ def _model_of(annotation: Any) -> Any:
 def format_validation_error(exc: ValidationError, source: str, root: type[BaseModel] | None = None) -> str:
     lines = [f"{source}: invalid {'campaign' if root is None else 'bank'}"]
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("pulse", "spiir")))
+        tagged = tuple(err["loc"])
+        loc = tuple(p for i, p in enumerate(tagged) if not _is_search_tag(tagged, i))
         key = ".".join(str(p) for p in loc) or "(top level)"
+        key = key if key.isprintable() else repr(key)  # a key with control characters, quoted
         kind = err["type"]
         if kind == "extra_forbidden":
-            owner = _model_at(loc, root)
+            owner = _model_at(tagged, root)
             allowed = ", ".join(owner.model_fields) if owner else "see the documentation"
             lines.append(f"  {key}: unknown key (allowed here: {allowed})")
         elif kind == "missing":
             lines.append(f"  {key}: required key is missing")
+        elif kind in ("union_tag_invalid", "union_tag_not_found"):  # search.kind
+            ctx = err.get("ctx") or {}
+            field = str(ctx.get("discriminator", "kind")).strip("'")
+            allowed = ctx.get("expected_tags", ", ".join(repr(k) for k in SEARCH_MODELS))
+            got = "required key is missing" if kind == "union_tag_not_found" else f"{_short(ctx.get('tag'))} is not known"
+            lines.append(f"  {key}.{field}: {got} (allowed: {allowed})")
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"  {key}: {msg} (got {err.get('input')!r})")
+            got = err.get("input")
+            # a section-wide check (its message names the keys) would otherwise echo the whole section
+            shown = "" if isinstance(got, dict) and kind == "value_error" else f" (got {_short(got)})"
+            lines.append(f"  {key}: {msg}{shown}")
     return "\n".join(lines)
+
+
+def _short(value, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + " ...)"
