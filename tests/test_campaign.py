@@ -110,16 +110,24 @@ def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeyp
         return original(self, campaign, ifos, backend, resources, spec)
 
     monkeypatch.setattr(PulseSearch, "process", fail_on_chunk_2)
-    with pytest.raises(ChunkFailed, match="chunk 2 .* failed: RuntimeError: worker lost"):
+    with pytest.raises(ChunkFailed, match=r"1 chunk\(s\) failed; the others are done(.|\n)*chunk 2 .* failed: "
+                                          r"RuntimeError: worker lost(.|\n)*rerun with --resume"):
         run_campaign(campaign, progress=False)
-    # Nothing final that looks complete; finished chunks are checkpointed.
-    assert not (out / "candidates.parquet").exists() and not (out / "manifest.json").exists()
-    assert sorted(p.name for p in (out / "chunks").glob("*.json")) == ["chunk-000000.json", "chunk-000001.json"]
-    with pytest.raises(OutputError, match="holds an unfinished run; pass --resume"):
+    # The other chunks ran and are checkpointed; the manifest says which failed, and nothing final
+    # that looks complete is written.
+    assert not (out / "candidates.parquet").exists() and not (out / "report.html").exists()
+    assert sorted(p.name for p in (out / "chunks").glob("*.json")) == [
+        "chunk-000000.json", "chunk-000001.json", "chunk-000003.json"]
+    failed = json.loads((out / "manifest.json").read_text())
+    assert failed["status"] == "failed" and [c["status"] for c in failed["chunks"]] == ["done", "done", "failed", "done"]
+    assert failed["failed"][0]["index"] == 2 and "RuntimeError: worker lost" in failed["failed"][0]["error"]
+    assert failed["timing"]["parts"][0]["ended"] == "failed" and failed["timing"]["parts"][0]["chunks_failed"] == 1
+    with pytest.raises(OutputError, match="holds a run with failed chunks .see its manifest.json.; pass --resume"):
         run_campaign(campaign, progress=False)
     monkeypatch.setattr(PulseSearch, "process", original)
     resumed = run_campaign(campaign, resume=True, progress=False)
-    assert [c["status"] for c in resumed.manifest["chunks"]] == ["reused", "reused", "done", "done"]
+    assert [c["status"] for c in resumed.manifest["chunks"]] == ["reused", "reused", "done", "reused"]
+    assert resumed.manifest["status"] == "complete"
     # a reused chunk keeps the stage times it was checkpointed with
     first = json.loads((out / "chunks" / "chunk-000000.json").read_text())
     assert resumed.manifest["chunks"][0]["stage_seconds"] == first["stage_seconds"] and first["stage_seconds"]["read"] > 0

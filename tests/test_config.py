@@ -176,3 +176,17 @@ def test_suite_members_merge_shared_and_own_sections(tmp_path):
 def test_bad_suites_refused_by_name(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message):
         load_run(write(tmp_path, "name: t\ndata: {store: data/x.zarr}\n" + text + "\n"))
+
+
+def test_yaml_object_tags_are_never_constructed(tmp_path):
+    """Campaign files and --set values are read with safe_load: a Python object tag is refused."""
+    from gwbatch.config import load_run
+
+    marker = tmp_path / "ran"
+    text = f"name: t\ndata: {{store: x}}\nsearch: !!python/object/apply:os.system ['touch {marker}']\n"
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_run(write(tmp_path, text))
+    with pytest.raises(ConfigError, match="--set search.kind: value .* is not valid YAML"):
+        load_run(write(tmp_path, "name: t\ndata: {store: x}\nsearch: {kind: pulse}\n"),
+                 [f"search.kind=!!python/object/apply:os.system ['touch {marker}']"])
+    assert not marker.exists()

@@ -29,7 +29,7 @@ from gwbatch.report.html import write_report
 from gwbatch.searches import ChunkResult, ChunkSpec, get_search
 from gwbatch.searches.common import candidate_series
 from workflow.cluster import start_cluster
-from workflow.execute import Call, Stopped, chunk_failure, run_calls
+from workflow.execute import Call, Stopped, TaskFailed, chunk_failure, chunks_failed, run_calls
 from workflow.memory import check_memory, worker_memory
 from workflow.monitor import gpu_utilisation
 from workflow.outputs import CHUNKS, prepare_output, read_parts, record_part
@@ -78,6 +78,7 @@ class Member:
     outdir: Path
     results: dict[int, ChunkResult] = field(default_factory=dict)
     status: dict[int, str] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)  # chunks that failed in this invocation
     resources: dict = field(default_factory=dict)
 
     @property
@@ -178,29 +179,72 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
         ]
         timer, wall = time.perf_counter(), time.time()
         deadline = None if stop_after is None else started + stop_after
-        gpus, ended = None, "failed"
+        gpus, ended, errors = None, "failed", []
         try:
             for call, result in run_calls(cluster, calls, failure=chunk_failure, desc="chunks", progress=progress,
-                                          deadline=deadline):
+                                          deadline=deadline, retries=TASK_RETRIES, keep_going=True):
                 m = by_name[call.item[0]]
+                if isinstance(result, TaskFailed):
+                    log.warning("%s", result.error)
+                    m.status[call.item[1].index] = "failed"
+                    m.errors[call.item[1].index] = str(result.error)
+                    errors.append((m.name, call.item[1].index, result.error))
+                    continue
                 log.debug("%s chunk %d done on %s (%s) in %.2f s", m.name or m.plan.search, result.index,
                           result.worker, result.device, result.seconds)
                 write_chunk(m.outdir / CHUNKS, result, m.plan.fingerprint)
                 m.results[result.index], m.status[result.index] = result, "done"
             gpus = gpu_utilisation(cluster, wall, time.time()) if calls else None
-            ended = "stopped" if any(m.todo for m in members) else "complete"
+            ended = "failed" if errors else "stopped" if any(m.todo for m in members) else "complete"
         finally:  # a failed invocation's finished chunks count too
             stages["chunks"] = time.perf_counter() - timer
             left = sum(len(m.todo) for m in members)
             record_part(top, {"finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                               "ended": ended, "wall_seconds": time.perf_counter() - started, "stages": dict(stages),
-                              "chunks_done": len(calls) - left, "chunks_left": left, "workers": cluster.workers,
+                              "chunks_done": len(calls) - left, "chunks_left": left,
+                              "chunks_failed": len(errors), "workers": cluster.workers,
                               "gpu_utilisation_mean": (gpus or {}).get("mean")})
+    if errors:
+        parts = read_parts(top)
+        for m in members:
+            write_json(failed_manifest(m, cluster, parts), m.outdir / "manifest.json")
+        if top != members[0].outdir:  # a multi-search campaign's own manifest
+            write_json({"gwbatch_version": gwbatch.__version__, "status": "failed",
+                        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                        "members": {m.name: {"failed": sorted(m.errors), "manifest": f"{m.name}/manifest.json"}
+                                    for m in members},
+                        "timing": {"parts": parts}}, top / "manifest.json")
+        raise chunks_failed([error for *_, error in sorted(errors, key=lambda e: e[:2])])
     if left:
         total = sum(len(m.plan.chunks) for m in members)
         raise Stopped(f"--stop-after {stop_after:g} s reached: {len(calls) - left} chunks done in this run, "
                       f"{left} of {total} left; finished chunks are checkpointed, rerun with --resume to go on")
     return cluster, gpus
+
+
+#: Times a failing chunk task is run again (in this process, or by Dask, possibly on another worker)
+#: before its chunk is marked failed.
+TASK_RETRIES = 1
+
+
+def failed_manifest(m: Member, cluster, parts: list[dict]) -> dict:
+    """The manifest of a run whose chunks did not all succeed: ``status: failed``, every chunk's
+    status (``done``, ``reused``, ``failed`` with its error, or ``not run``) and no results; the
+    final tables are not written, and ``--resume`` reruns what is missing."""
+    chunks = [{"index": spec.index, "start": spec.start, "stop": spec.stop,
+               "status": m.status.get(spec.index, "not run"),
+               **({"error": m.errors[spec.index]} if spec.index in m.errors else {})} for spec in m.plan.chunks]
+    return {
+        "gwbatch_version": gwbatch.__version__,
+        "status": "failed",
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "campaign": m.campaign.model_dump(mode="json"),
+        "plan": {"fingerprint": m.plan.fingerprint, "chunks": len(m.plan.chunks)},
+        "failed": [c for c in chunks if c["status"] == "failed"],
+        "chunks": chunks,
+        "cluster": {"kind": cluster.kind, "workers": cluster.workers, "backend": cluster.backend},
+        "timing": {"parts": parts},
+    }
 
 
 def account_parts(manifest: dict, parts: list[dict]) -> None:
@@ -449,6 +493,9 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
         "chunks": chunks,
         "livetime": {
             "analysed_seconds": {ifo: segments_total(seg) / fs for ifo, seg in reduced.segments.items()},
+            # exactly the seconds searched: each detector's analysed [start, stop) GPS segments
+            "segments_gps": {ifo: sample_times(t0, np.asarray(seg, dtype=np.int64).reshape(-1, 2), fs).tolist()
+                             for ifo, seg in reduced.segments.items()},
             "zero_lag_seconds": bg.foreground_time,
             "background_seconds": bg.background_time,
             "per_slide_seconds": bg.livetime.tolist(),

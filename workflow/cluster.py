@@ -55,6 +55,12 @@ def quiet_dask_logs() -> None:
             logging.getLogger(name).setLevel(logging.ERROR)
 
 
+def worker_log_level() -> int:
+    """Local workers log only critical events unless gwbatch runs with --verbose: a task's failure
+    is reported by the run itself (the chunk, the error), not as a worker's traceback."""
+    return logging.WARNING if log.isEnabledFor(logging.DEBUG) else logging.CRITICAL
+
+
 def host_threads(cores: int, workers: int) -> int:
     """Threads one worker's parallel host kernels may use: the node's cores shared evenly."""
     return max(1, cores // max(1, workers))
@@ -311,7 +317,7 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
         with worker_threads(cfg.n_workers or visible_gpus()):
             cluster = LocalCUDACluster(
                 n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker,
-                memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address, silence_logs=logging.WARNING,
+                memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address, silence_logs=worker_log_level(),
             )
     else:
         n_workers = cfg.n_workers or max(1, min(os.cpu_count() or 1, n_tasks))
@@ -321,7 +327,7 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
             cluster = LocalCluster(
                 n_workers=n_workers, threads_per_worker=cfg.threads_per_worker, processes=True,
                 memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address,
-                silence_logs=logging.WARNING,
+                silence_logs=worker_log_level(),
             )
     quiet_dask_logs()
     with cluster, Client(cluster) as client:

@@ -63,37 +63,55 @@ class Call:
     priority: float = 0.0
 
 
+@dataclass(frozen=True)
+class TaskFailed:
+    """What :func:`run_calls` yields, with ``keep_going``, for a call that failed every attempt."""
+
+    error: GwbatchError
+
+
 def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Call, BaseException], GwbatchError],
-              desc: str, progress: bool = True, deadline: float | None = None) -> Iterator[tuple[Call, object]]:
+              desc: str, progress: bool = True, deadline: float | None = None, retries: int = 0,
+              keep_going: bool = False) -> Iterator[tuple[Call, object]]:
     """Yield ``(call, result)`` for every call as it completes: in this process in priority order, or
     all submitted at once to the Dask cluster, which runs higher priorities first (the longest
     tasks first, so the last ones to finish are short and no worker idles at the end).
 
-    A task that raises stops the run: a :class:`GwbatchError` passes through, anything else is
-    wrapped by ``failure(call, exc)``.  A worker that dies is replaced and its task rerun by Dask.
-    At ``deadline`` (a :func:`time.perf_counter` value) no further task starts: the tasks running
-    then finish and are yielded, the others are not run (the caller sees which calls are missing).
+    A task that raises is run again, up to ``retries`` times (Dask may run it on another worker); a
+    worker that dies is replaced and its task rerun by Dask (``distributed.scheduler.allowed-failures``
+    times).  A task that still fails gives a :class:`GwbatchError` (its own, or ``failure(call,
+    exc)`` for any other exception): raised at once, or with ``keep_going`` yielded as
+    ``(call, TaskFailed(error))`` while the other tasks go on.  At ``deadline`` (a
+    :func:`time.perf_counter` value) no further task starts: the tasks running then finish and are
+    yielded, the others are not run (the caller sees which calls are missing).
     """
     bar = tqdm(total=len(calls), desc=desc, unit=desc.rstrip("s"), disable=not progress or None, leave=True)
     ordered = sorted(calls, key=lambda c: -c.priority)
+
+    def failed(call: Call, exc: BaseException):
+        error = exc if isinstance(exc, GwbatchError) and not keep_going else failure(call, exc)
+        if not keep_going:
+            raise error from (None if error is exc else exc)
+        bar.update()
+        return call, TaskFailed(error)
+
     try:
         if cluster.client is None:
             for call in ordered:
                 if deadline is not None and time.perf_counter() >= deadline:
                     return
-                try:
-                    result = call.fn(*call.args)
-                except GwbatchError:
-                    raise
-                except Exception as exc:
-                    raise failure(call, exc) from exc
-                bar.update()
-                yield call, result
+                outcome = _attempts(call, retries)
+                if isinstance(outcome, _Raised):
+                    yield failed(call, outcome.exc)
+                else:
+                    bar.update()
+                    yield call, outcome
             return
         from distributed import as_completed
 
         client = cluster.client
-        futures = {client.submit(c.fn, *c.args, key=c.key, pure=False, priority=c.priority): c for c in ordered}
+        futures = {client.submit(c.fn, *c.args, key=c.key, pure=False, priority=c.priority, retries=retries): c
+                   for c in ordered}
         timer = None
         if deadline is not None:
             timer = threading.Timer(max(0.0, deadline - time.perf_counter()), _cancel_waiting, (client, list(futures)))
@@ -105,10 +123,8 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
                 if future.status == "cancelled":
                     continue
                 if future.status == "error":
-                    exc = future.exception()
-                    if isinstance(exc, GwbatchError):
-                        raise exc
-                    raise failure(call, exc)
+                    yield failed(call, future.exception())
+                    continue
                 bar.update()
                 yield call, future.result()
         finally:
@@ -117,6 +133,21 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
             client.cancel(list(futures))
     finally:
         bar.close()
+
+
+@dataclass(frozen=True)
+class _Raised:
+    exc: Exception
+
+
+def _attempts(call: Call, retries: int):
+    """``call``'s result, or (as :class:`_Raised`) the exception of its last of ``retries + 1`` attempts."""
+    for _ in range(retries + 1):
+        try:
+            return call.fn(*call.args)
+        except Exception as exc:
+            raised = _Raised(exc)
+    return raised
 
 
 def _cancel_waiting(client, futures: list) -> None:
@@ -141,7 +172,13 @@ def chunk_failure(call: Call, exc: BaseException) -> ChunkFailed:
     """The error of a chunk call whose ``item`` is ``(member name, ChunkSpec)``."""
     member, spec = call.item
     where = f"{member} " if member else ""
+    return ChunkFailed(f"{where}chunk {spec.index} (samples {spec.start}..{spec.stop}) failed: {type(exc).__name__}: {exc}")
+
+
+def chunks_failed(errors: list[GwbatchError], shown: int = 5) -> ChunkFailed:
+    """One error for every chunk that failed in a run that finished the others."""
+    lines = [str(e) for e in errors[:shown]] + ([f"... and {len(errors) - shown} more"] if len(errors) > shown else [])
     return ChunkFailed(
-        f"{where}chunk {spec.index} (samples {spec.start}..{spec.stop}) failed: {type(exc).__name__}: {exc}\n"
-        "finished chunks are checkpointed; rerun with --resume after fixing the cause"
+        f"{len(errors)} chunk(s) failed; the others are done and checkpointed, and the manifest lists the "
+        "failures (status: failed):\n  " + "\n  ".join(lines) + "\nrerun with --resume after fixing the cause"
     )

@@ -31,9 +31,10 @@ def prepare_output(path: Path, *, resume: bool, overwrite: bool) -> Path:
     if path.exists() and any(path.iterdir()):
         if not (path / MARKER).exists():
             raise OutputError(f"output {path} exists, is not empty and is not a gwbatch run directory; choose another --out")
-        finished = (path / "manifest.json").exists()
+        state = run_state(path)
         if not (resume or overwrite):
-            what = "a finished run" if finished else "an unfinished run"
+            what = {"complete": "a finished run", "failed": "a run with failed chunks (see its manifest.json)"}.get(
+                state, "an unfinished run")
             raise OutputError(
                 f"output {path} holds {what}; pass --resume to reuse its finished chunks or --overwrite to start again"
             )
@@ -46,6 +47,15 @@ def prepare_output(path: Path, *, resume: bool, overwrite: bool) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / MARKER).write_text("gwbatch run directory\n")
     return path
+
+
+def run_state(path: Path) -> str:
+    """``complete`` or ``failed`` (the manifest's status), else ``unfinished`` (no manifest yet)."""
+    manifest = Path(path) / "manifest.json"
+    try:
+        return str(json.loads(manifest.read_text()).get("status", "complete"))
+    except (OSError, ValueError, AttributeError):
+        return "unfinished"
 
 
 def record_part(path: Path, record: dict) -> None:

@@ -39,6 +39,9 @@ STORE_FORMAT = "gwbatch-strain/1"
 #: GWOSC ``quality/simple/DQmask`` bits, bit 0 first (127 = all pass).
 DQ_BITS = ("DATA", "CBC_CAT1", "CBC_CAT2", "CBC_CAT3", "BURST_CAT1", "BURST_CAT2", "BURST_CAT3")
 DEFAULT_CHUNK_SAMPLES = 1 << 20
+#: zstd with its frame checksum: a chunk corrupted on disk fails to decode instead of reading as
+#: wrong numbers (a flipped byte in a zstd frame without a checksum can decode to garbage).
+STRAIN_COMPRESSOR = zarr.codecs.ZstdCodec(level=0, checksum=True)
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ class StoreWriter:
         self._group = zarr.open_group(self._tmp, mode="w", zarr_format=3)
         self._strain = self._group.create_array(
             "strain", shape=(len(self.ifos), self.n_samples), chunks=(1, chunk), dtype="float32",
-            fill_value=np.nan, dimension_names=("ifo", "time"),
+            fill_value=np.nan, dimension_names=("ifo", "time"), compressors=STRAIN_COMPRESSOR,
         )
         self._dq = self._group.create_array(
             "dq", shape=(len(self.ifos), n_sec), chunks=(len(self.ifos), max(1, min(n_sec, 86400))),
@@ -254,20 +257,26 @@ def open_store(path: str | os.PathLike) -> xr.Dataset:
 def read_strain(ds: xr.Dataset, ifos: Iterable[str], start: int, stop: int) -> np.ndarray:
     """Strain of ``ifos`` for samples ``[start, stop)`` as float32 ``(ifo, time)``.
 
-    Samples outside the store read as NaN (no data), so callers mask them like any gap.
+    Samples outside the store read as NaN (no data), so callers mask them like any gap; a chunk
+    that cannot be decoded is a :class:`DataError`.
     """
+    ifos = list(ifos)
     rows = ifo_rows(ds, ifos)
     n = ds.sizes["time"]
     out = np.full((len(rows), stop - start), np.nan, dtype=np.float32)
     lo, hi = max(start, 0), min(stop, n)
     if hi > lo and rows:
         strain, span = ds["strain"], slice(lo, hi)
-        # slices only: zarr's orthogonal selection (a list of detectors) decodes ~15x slower
-        if rows == list(range(rows[0], rows[0] + len(rows))):
-            out[:, lo - start : hi - start] = strain.isel(ifo=slice(rows[0], rows[-1] + 1), time=span).values
-        else:
-            for i, row in enumerate(rows):
-                out[i, lo - start : hi - start] = strain.isel(ifo=row, time=span).values
+        try:
+            # slices only: zarr's orthogonal selection (a list of detectors) decodes ~15x slower
+            if rows == list(range(rows[0], rows[0] + len(rows))):
+                out[:, lo - start : hi - start] = strain.isel(ifo=slice(rows[0], rows[-1] + 1), time=span).values
+            else:
+                for i, row in enumerate(rows):
+                    out[i, lo - start : hi - start] = strain.isel(ifo=row, time=span).values
+        except Exception as exc:  # a chunk that fails to decode (its checksum, a truncated file)
+            raise DataError(f"strain of {', '.join(ifos)}, samples {lo}..{hi}, cannot be read from the store "
+                            f"({type(exc).__name__}: {exc}); a chunk of it is damaged: restore or re-ingest it") from exc
     return out
 
 
