@@ -95,8 +95,9 @@ def test_local_cluster_gives_identical_tables(reference_run, small_store, tmp_pa
     campaign = make_campaign(small_store, tmp_path / "dist", cluster__kind="local", cluster__n_workers=2)
     dist = run_campaign(campaign, progress=False)
     assert dist.manifest["cluster"]["kind"] == "local" and dist.manifest["cluster"]["workers"] == 2
-    pd.testing.assert_frame_equal(dist.reduced.candidates, reference_run.reduced.candidates)
-    pd.testing.assert_frame_equal(dist.reduced.background_events, reference_run.reduced.background_events)
+    pd.testing.assert_frame_equal(dist.reduced.candidates, reference_run.reduced.candidates, check_exact=True)
+    pd.testing.assert_frame_equal(dist.reduced.background_events, reference_run.reduced.background_events,
+                                  check_exact=True)
 
 
 def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeypatch):
@@ -131,13 +132,14 @@ def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeyp
     # a reused chunk keeps the stage times it was checkpointed with
     first = json.loads((out / "chunks" / "chunk-000000.json").read_text())
     assert resumed.manifest["chunks"][0]["stage_seconds"] == first["stage_seconds"] and first["stage_seconds"]["read"] > 0
-    pd.testing.assert_frame_equal(resumed.reduced.candidates, reference_run.reduced.candidates)
+    pd.testing.assert_frame_equal(resumed.reduced.candidates, reference_run.reduced.candidates, check_exact=True)
 
 
 def test_finished_and_foreign_directories(small_store, tmp_path):
     out = tmp_path / "run"
     campaign = make_campaign(small_store, out, background__slides=5)
     first = run_campaign(campaign, progress=False)
+    first_tables = {t: read_table(out / t) for t in ("candidates.parquet", "background.parquet", "triggers.parquet")}
     with pytest.raises(OutputError, match="holds a finished run; pass --resume .* or --overwrite"):
         run_campaign(campaign, progress=False)
     again = run_campaign(campaign, resume=True, progress=False)
@@ -145,6 +147,9 @@ def test_finished_and_foreign_directories(small_store, tmp_path):
     pd.testing.assert_frame_equal(again.reduced.candidates, first.reduced.candidates)
     fresh = run_campaign(campaign, overwrite=True, progress=False)
     assert {c["status"] for c in fresh.manifest["chunks"]} == {"done"}
+    # the same configuration and store run again from nothing: bit-identical tables
+    for table in ("candidates.parquet", "background.parquet", "triggers.parquet"):
+        pd.testing.assert_frame_equal(read_table(out / table), first_tables[table], check_exact=True, obj=table)
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")

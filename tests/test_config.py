@@ -190,3 +190,20 @@ def test_yaml_object_tags_are_never_constructed(tmp_path):
         load_run(write(tmp_path, "name: t\ndata: {store: x}\nsearch: {kind: pulse}\n"),
                  [f"search.kind=!!python/object/apply:os.system ['touch {marker}']"])
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", "..", "/abs", ".hidden", "x\\y", ""])
+def test_names_that_become_paths_cannot_leave_the_output_directory(tmp_path, bad):
+    """Campaign, member and bank names are used in file names: no separators, no leading dot."""
+    import yaml
+
+    from gwbatch.config import load_bank_config
+
+    with pytest.raises(ConfigError, match="name"):
+        load_run(write(tmp_path, yaml.safe_dump({"name": bad, "data": {"store": "x"}, "search": {"kind": "pulse"}})))
+    with pytest.raises(ConfigError, match="searches"):
+        load_run(write(tmp_path, yaml.safe_dump({"name": "t", "data": {"store": "x"},
+                                                 "searches": {bad: {"search": {"kind": "pulse"}}}})))
+    bank = Path("configs/banks/bns-day.yaml").resolve()
+    with pytest.raises(ConfigError, match="name"):
+        load_bank_config(bank, [f"name={bad}"] if bad else ["name="])

@@ -88,7 +88,7 @@ def test_corrupted_store_chunk_fails_its_tasks_only(chunked_store, reference, tm
     assert done["status"] == "complete"
     assert sorted(c["index"] for c in done["chunks"] if c["status"] == "done") == sorted(failed)
     for name in ("candidates.parquet", "background.parquet", "triggers.parquet"):
-        pd.testing.assert_frame_equal(read_table(out / name), read_table(reference / name), obj=name)
+        pd.testing.assert_frame_equal(read_table(out / name), read_table(reference / name), obj=name, check_exact=True)
 
 
 def test_missing_store_chunk_is_a_gap_out_of_the_livetime(chunked_store, reference, tmp_path):
@@ -126,4 +126,5 @@ def test_a_task_that_fails_once_is_run_again(chunked_store, reference, tmp_path,
     out = tmp_path / "run"
     summary = run_campaign(load_campaign(campaign_file(chunked_store, tmp_path)), out=out, progress=False)
     assert failures == [1] and summary.manifest["status"] == "complete"
-    pd.testing.assert_frame_equal(read_table(out / "candidates.parquet"), read_table(reference / "candidates.parquet"))
+    pd.testing.assert_frame_equal(read_table(out / "candidates.parquet"), read_table(reference / "candidates.parquet"),
+                                  check_exact=True)

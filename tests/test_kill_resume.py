@@ -57,7 +57,7 @@ def reference(small_store, tmp_path_factory):
 
 def assert_same_tables(out: Path, reference: Path) -> None:
     for name in TABLES:
-        pd.testing.assert_frame_equal(read_table(out / name), read_table(reference / name), obj=name)
+        pd.testing.assert_frame_equal(read_table(out / name), read_table(reference / name), obj=name, check_exact=True)
 
 
 def start(config: Path, out: Path, *extra: str) -> subprocess.Popen:
