@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -63,6 +64,11 @@ class Call:
     priority: float = 0.0
 
 
+#: Tasks in the cluster at once (submitted, running or finished but not yet collected): enough to
+#: keep hundreds of workers fed, few enough that a year of chunks costs the client no more than this.
+WINDOW = 1000
+
+
 @dataclass(frozen=True)
 class TaskFailed:
     """What :func:`run_calls` yields, with ``keep_going``, for a call that failed every attempt."""
@@ -72,10 +78,12 @@ class TaskFailed:
 
 def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Call, BaseException], GwbatchError],
               desc: str, progress: bool = True, deadline: float | None = None, retries: int = 0,
-              keep_going: bool = False) -> Iterator[tuple[Call, object]]:
+              keep_going: bool = False, window: int = WINDOW) -> Iterator[tuple[Call, object]]:
     """Yield ``(call, result)`` for every call as it completes: in this process in priority order, or
-    all submitted at once to the Dask cluster, which runs higher priorities first (the longest
-    tasks first, so the last ones to finish are short and no worker idles at the end).
+    submitted in priority order to the Dask cluster, which runs higher priorities first (the longest
+    tasks first, so the last ones to finish are short and no worker idles at the end).  At most
+    ``window`` tasks are in the cluster at once (refilled when half have finished), so the
+    client's and the scheduler's memory do not grow with the length of the campaign.
 
     A task that raises is run again, up to ``retries`` times (Dask may run it on another worker); a
     worker that dies is replaced and its task rerun by Dask (``distributed.scheduler.allowed-failures``
@@ -109,17 +117,36 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
             return
         from distributed import as_completed
 
-        client = cluster.client
-        futures = {client.submit(c.fn, *c.args, key=c.key, pure=False, priority=c.priority, retries=retries): c
-                   for c in ordered}
+        client, queue = cluster.client, iter(ordered)
+        futures: dict = {}  # in flight: future -> call
+        lock, stopped, completed = threading.Lock(), threading.Event(), as_completed()
+
+        def submit(n: int) -> None:
+            with lock:
+                for c in itertools.islice(queue, 0 if stopped.is_set() else n):
+                    future = client.submit(c.fn, *c.args, key=c.key, pure=False, priority=c.priority, retries=retries)
+                    futures[future] = c
+                    completed.add(future)
+
+        def stop() -> None:  # at the deadline: submit nothing more, cancel what is not executing
+            with lock:
+                stopped.set()
+                waiting = list(futures)
+            _cancel_waiting(client, waiting)
+
         timer = None
         if deadline is not None:
-            timer = threading.Timer(max(0.0, deadline - time.perf_counter()), _cancel_waiting, (client, list(futures)))
+            timer = threading.Timer(max(0.0, deadline - time.perf_counter()), stop)
             timer.daemon = True
             timer.start()
+        submit(window)
         try:
-            for future in as_completed(futures):
-                call = futures[future]
+            for future in completed:
+                with lock:
+                    call = futures.pop(future)
+                    refill = window - len(futures) if len(futures) <= window // 2 else 0
+                if refill:  # in batches: one submission per task costs the scheduler more
+                    submit(refill)
                 if future.status == "cancelled":
                     continue
                 if future.status == "error":
@@ -130,6 +157,7 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
         finally:
             if timer is not None:
                 timer.cancel()
+            stopped.set()
             client.cancel(list(futures))
     finally:
         bar.close()
