@@ -398,3 +398,29 @@ def test_not_sigproc_refused(tmp_path):
     path.write_text("hello, this is text\n")
     with pytest.raises(DataError):
         read_sigproc_header(path)
+
+
+def test_truncated_hdf5_refused(tmp_path):
+    cut = tmp_path / "cut.hdf5"
+    cut.write_bytes(H1_FILE.read_bytes()[:200_000])
+    with pytest.raises(DataError, match=r"cannot open .*cut.hdf5 as HDF5 \(.*truncated file.*\); is the file complete\?"):
+        ingest_gwosc([cut], tmp_path / "s.zarr")
+    assert not (tmp_path / "s.zarr").exists()
+
+
+@pytest.mark.parametrize("case", ["zero-length", "integers", "bytes", "two-dimensional"])
+def test_malformed_strain_refused(tmp_path, case):
+    """Each malformed strain dataset gets its own message, and no store is written."""
+    src = _gwosc_piece(tmp_path / "piece.hdf5", 0, 4 if case != "zero-length" else 0)
+    if case != "zero-length":
+        with h5py.File(src, "a") as h5:
+            x = h5["strain/Strain"][:]
+            _replace(h5, "strain/Strain", {"integers": (x * 1e21).astype(np.int32), "bytes": np.array([b"abc"] * x.size),
+                                           "two-dimensional": x.reshape(2, -1)}[case])
+    expected = {"zero-length": r"has shape \(0,\); expected a non-empty 1-D series",
+                "integers": "has dtype int32; expected floating-point strain",
+                "bytes": r"has dtype \|S3; expected floating-point strain",
+                "two-dimensional": r"has shape \(2, 8192\); expected a non-empty 1-D series"}[case]
+    with pytest.raises(DataError, match=expected):
+        ingest_gwosc([src], tmp_path / "s.zarr")
+    assert not (tmp_path / "s.zarr").exists()

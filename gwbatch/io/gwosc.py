@@ -181,6 +181,9 @@ def _read(path: str | os.PathLike, with_strain: bool) -> tuple[_Layout, np.ndarr
         _require(h5, _DQMASK, path)
         if strain.ndim != 1 or strain.size == 0:
             raise DataError(f"{path}: {_STRAIN} has shape {strain.shape}; expected a non-empty 1-D series")
+        if strain.dtype.kind != "f":  # integers would be ADC counts or another layout, not strain
+            raise DataError(f"{path}: {_STRAIN} has dtype {strain.dtype}; expected floating-point strain "
+                            "(float32 or float64)")
         rate = _sample_rate(strain, path)
         bits = _dq_bits(h5, path)
         layout = _Layout(
