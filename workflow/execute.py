@@ -115,52 +115,58 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
                     bar.update()
                     yield call, outcome
             return
-        from distributed import as_completed
-
-        client, queue = cluster.client, iter(ordered)
-        futures: dict = {}  # in flight: future -> call
-        lock, stopped, completed = threading.Lock(), threading.Event(), as_completed()
-
-        def submit(n: int) -> None:
-            with lock:
-                for c in itertools.islice(queue, 0 if stopped.is_set() else n):
-                    future = client.submit(c.fn, *c.args, key=c.key, pure=False, priority=c.priority, retries=retries)
-                    futures[future] = c
-                    completed.add(future)
-
-        def stop() -> None:  # at the deadline: submit nothing more, cancel what is not executing
-            with lock:
-                stopped.set()
-                waiting = list(futures)
-            _cancel_waiting(client, waiting)
-
-        timer = None
-        if deadline is not None:
-            timer = threading.Timer(max(0.0, deadline - time.perf_counter()), stop)
-            timer.daemon = True
-            timer.start()
-        submit(window)
-        try:
-            for future in completed:
-                with lock:
-                    call = futures.pop(future)
-                    refill = window - len(futures) if len(futures) <= window // 2 else 0
-                if refill:  # in batches: one submission per task costs the scheduler more
-                    submit(refill)
-                if future.status == "cancelled":
-                    continue
-                if future.status == "error":
-                    yield failed(call, future.exception())
-                    continue
+        for call, future in _on_dask(cluster.client, ordered, deadline, retries, window):
+            if future.status == "error":
+                yield failed(call, future.exception())
+            else:
                 bar.update()
                 yield call, future.result()
-        finally:
-            if timer is not None:
-                timer.cancel()
-            stopped.set()
-            client.cancel(list(futures))
     finally:
         bar.close()
+
+
+def _on_dask(client, ordered: Sequence[Call], deadline: float | None, retries: int, window: int):
+    """Yield ``(call, future)`` for each finished or failed future (cancelled ones are dropped),
+    keeping at most ``window`` tasks in the cluster and refilling in priority order when half have
+    finished; at ``deadline`` nothing more is submitted and what is not executing is cancelled."""
+    from distributed import as_completed
+
+    queue, futures = iter(ordered), {}  # in flight: future -> call
+    lock, stopped, completed = threading.Lock(), threading.Event(), as_completed()
+
+    def submit(n: int) -> None:
+        with lock:
+            for c in itertools.islice(queue, 0 if stopped.is_set() else n):
+                future = client.submit(c.fn, *c.args, key=c.key, pure=False, priority=c.priority, retries=retries)
+                futures[future] = c
+                completed.add(future)
+
+    def stop() -> None:
+        with lock:
+            stopped.set()
+            waiting = list(futures)
+        _cancel_waiting(client, waiting)
+
+    timer = None
+    if deadline is not None:
+        timer = threading.Timer(max(0.0, deadline - time.perf_counter()), stop)
+        timer.daemon = True
+        timer.start()
+    submit(window)
+    try:
+        for future in completed:
+            with lock:
+                call = futures.pop(future)
+                refill = window - len(futures) if len(futures) <= window // 2 else 0
+            if refill:  # in batches: one submission per finished task costs the scheduler more
+                submit(refill)
+            if future.status != "cancelled":
+                yield call, future
+    finally:
+        if timer is not None:
+            timer.cancel()
+        stopped.set()
+        client.cancel(list(futures))
 
 
 @dataclass(frozen=True)
