@@ -227,3 +227,25 @@ def test_address_cluster_kind(reference_run, small_store, tmp_path):
         run = run_campaign(campaign, progress=False)
     assert run.manifest["cluster"]["kind"] == "address" and run.manifest["cluster"]["workers"] == 1
     pd.testing.assert_frame_equal(run.reduced.candidates, reference_run.reduced.candidates)
+
+
+def test_code_version_names_only_gwbatch_own_checkout(tmp_path):
+    """Provenance gives a commit only when gwbatch's own directory is the top of a git checkout: a
+    copy of the code inside another repository (an unpacked release in a project tree) gets none,
+    not that repository's commit."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "outer"
+    for package in ("gwbatch", "workflow"):
+        shutil.copytree(Path(__file__).resolve().parents[1] / package, repo / "vendored" / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "outer"], check=True)
+    probe = "import gwbatch; from workflow.campaign import code_version; print(gwbatch.__file__, code_version())"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=repo / "vendored", capture_output=True, text=True,
+                         check=True).stdout.strip()
+    where, version = out.split(" ", 1)
+    assert Path(where).resolve().is_relative_to(repo.resolve()), where  # the copy, not this checkout
+    assert version.endswith(", None)"), version

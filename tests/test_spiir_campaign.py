@@ -88,6 +88,22 @@ def test_trigger_table_contract_and_same_template_coincidences(runs):
         assert set(c["stage_seconds"]) == {"read", "condition", "search", "network"} and c["stage_seconds"]["network"] > 0
 
 
+def test_report_series_around_top_candidates(runs):
+    """The report's time series are recomputed for the top candidates (workflow.campaign.top_figures):
+    each detector's |z| of the candidate's template peaks at that detector's time of the candidate
+    (within 2 samples) and reaches its SNR there within 2%."""
+    run = runs[64.0]
+    series = run.figures["series"]
+    top = run.reduced.candidates.head(len(series))
+    assert len(series) == min(3, len(run.reduced.candidates)) >= 1
+    for fig, (_, cand) in zip(series, top.iterrows()):
+        assert fig["gps_time"] == cand["gps_time"] and set(fig["curves"]) == {"H1", "L1"}
+        for ifo, (t, z) in fig["curves"].items():
+            assert np.abs(t).max() <= 1.0 and t.size > 1000
+            at = np.abs(t - (cand[f"time_{ifo}"] - cand["gps_time"])) <= 2.5 / 1024
+            assert np.nanmax(z[at]) == pytest.approx(cand[f"snr_{ifo}"], rel=0.02), ifo
+
+
 def test_banks_are_cached_per_detector(runs, small_store, bank_file, monkeypatch):
     run = runs[64.0]
     banks = sorted((run.out / "banks").glob("small-bbh-*.h5"))

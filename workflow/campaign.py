@@ -100,8 +100,10 @@ def code_version() -> tuple[str, str | None]:
     """gwbatch's version and, when it runs from a git checkout, the commit (``+dirty`` with local changes)."""
     root = Path(gwbatch.__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
+        top, commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"],
+                                     capture_output=True, text=True, timeout=10, check=True).stdout.splitlines()
+        if Path(top).resolve() != root:  # a copy of gwbatch inside another repository: not its commit
+            return gwbatch.__version__, None
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
