@@ -72,3 +72,41 @@ def test_failed_campaign_is_reported(tmp_path):
                           "configs/demo.yaml", "--set", f"data.store={tmp_path / 'missing.zarr'}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode != 0 and "campaign configs/demo.yaml failed (exit" in run.stderr
+
+
+def test_memory_trend_of_the_week_benchmark():
+    """benchmarks/week.py judges memory over the chunk stage only: a series that warms up, stays flat
+    with noise and drops at shutdown has a second-half slope near 0; one that leaks 1 MiB/s has 3600."""
+    import numpy as np
+
+    from benchmarks.week import MiB, trend
+
+    t = np.arange(0.0, 300.0, 5.0)
+    noise = np.random.default_rng(0).normal(0, 5 * MiB, t.size)
+    flat = np.where(t < 20, 500 * MiB, 1500 * MiB) + noise
+    flat[t > 280] = 0  # the run has ended
+    r = trend(t, flat, (10.0, 280.0))
+    assert abs(r["second_half_slope_mib_per_hour"]) < 600 and r["second_half_range_mib"] < 40
+    assert r["min_mib"] < 600 and r["max_mib"] > 1490
+    leak = 1000 * MiB + t * MiB
+    assert trend(t, leak, (10.0, 280.0))["second_half_slope_mib_per_hour"] == pytest.approx(3600, rel=1e-6)
+    assert trend(t, leak, (10.0, 280.0))["second_half_fitted_change_mib"] == pytest.approx(135, rel=1e-6)
+
+
+def test_ncu_summary_reads_the_details_page(tmp_path):
+    """benchmarks/ncu_summary.py: ncu's own messages before the CSV header are skipped, metrics are
+    grouped per profiled kernel, and what a profile lacks prints as n/a."""
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+              '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+    rows = ['"0","1","python","h","void coherent_max<3>(const float2 *)","1","7","(256, 1, 1)","(9, 1, 1)","0","9.0",'
+            '"GPU Speed Of Light Throughput","Duration","ns","1,388,064"',
+            '"0","1","python","h","void coherent_max<3>(const float2 *)","1","7","(256, 1, 1)","(9, 1, 1)","0","9.0",'
+            '"Launch Statistics","Registers Per Thread","register/thread","46"']
+    path = tmp_path / "ncu_coherent.csv"
+    path.write_text("==PROF== Connected to process 1\n" + "\n".join([header, *rows]) + "\n")
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ncu_summary.py"), str(path)],
+                         capture_output=True, text=True, check=True)
+    lines = run.stdout.splitlines()
+    assert lines[0] == "| figure | void coherent_max<3> [0] |"
+    assert "| duration | 1,388,064 ns |" in lines and "| registers / thread | 46 register/thread |" in lines
+    assert "| shared bank conflicts | n/a |" in lines

@@ -154,8 +154,8 @@ def test_coherent_kernel_matches_numba_twin(ifos):
 def test_coherent_campaign_on_gpu_matches_cpu(tmp_path):
     """The coherent SPIIR campaign (filters, refiltered SNR series, sky maximum with 50 trials,
     skymaps) with CuPy equals the CPU run: the same candidates at the same times, coherent SNR and
-    rank within 1e-3 relative (float32 on both; a near-tie of two directions may move the maximum
-    by a pixel), the same number of trial events."""
+    rank within 1e-4 relative (issue 8; float32 on both: a near-tie of two directions may move the
+    maximum by a pixel, not its value), the same number of trial events."""
     from gwbatch.simulate import simulate_store
     from gwbatch.simulate.cbc import CbcSpec
 
@@ -170,8 +170,8 @@ def test_coherent_campaign_on_gpu_matches_cpu(tmp_path):
     a, b = cpu.reduced.candidates, gpu.reduced.candidates
     assert len(a) == len(b) >= 10
     np.testing.assert_allclose(b["gps_time"], a["gps_time"], atol=2e-3)
-    np.testing.assert_allclose(b["snr"], a["snr"], rtol=1e-3)
-    np.testing.assert_allclose(b["rank"], a["rank"], rtol=1e-3)
+    np.testing.assert_allclose(b["snr"], a["snr"], rtol=1e-4)
+    np.testing.assert_allclose(b["rank"], a["rank"], rtol=1e-4)
     assert gpu.reduced.injections["found"].all()
     assert abs(len(gpu.reduced.background_events) - len(cpu.reduced.background_events)) <= 2
 
@@ -216,8 +216,8 @@ def test_burst_skyloop_kernel_matches_numba_twin(ifos):
 
 def test_burst_campaign_on_gpu_matches_cpu(tmp_path):
     """The burst campaign with CuPy equals the CPU run: the same candidates within 2 ms, rho and
-    cc within 1e-3 relative (float32 kernel against the float64 twin; events are evaluated in
-    float64 on the host at the kernel's direction), the same number of lag events within 2."""
+    cc within 1e-4 relative (issue 8; the float32 kernel picks the direction, events are evaluated
+    in float64 on the host there), the same number of lag events within 2."""
     from .test_burst_campaign import burst_campaign, burst_store
 
     store = burst_store(tmp_path / "s.zarr")
@@ -227,6 +227,6 @@ def test_burst_campaign_on_gpu_matches_cpu(tmp_path):
     a, b = cpu.reduced.candidates, gpu.reduced.candidates
     assert len(a) == len(b) >= 4
     np.testing.assert_allclose(b["gps_time"], a["gps_time"], atol=2e-3)
-    np.testing.assert_allclose(b["rho"], a["rho"], rtol=1e-3)
-    np.testing.assert_allclose(b["cc"], a["cc"], rtol=1e-3)
+    np.testing.assert_allclose(b["rho"], a["rho"], rtol=1e-4)
+    np.testing.assert_allclose(b["cc"], a["cc"], rtol=1e-4)
     assert abs(len(gpu.reduced.background_events) - len(cpu.reduced.background_events)) <= 2

@@ -126,49 +126,100 @@ def _kernel(energy: bool, first: int, last: int):
     return module.get_function(name)
 
 
-def launch_round(series, valid, valid_stride: int, first: int, last: int, consts, threshold: float,
-                 energy: bool, n_out: int, capacity: int | None = None):
-    """Launch one round without waiting; returns ``(pending, next_series)``.
+def _launch(series, valid, valid_stride: int, first: int, last: int, consts, threshold: float, energy: bool,
+            n_out: int, count, starts, widths, snrs, nxt) -> None:
+    """Queue one round: hits go to ``starts``/``widths``/``snrs`` (their length is the capacity),
+    their number to ``count`` (one uint64, zeroed), the next round's series to ``nxt`` (may be empty)."""
+    import cupy
 
-    ``pending`` holds the device buffers; :func:`collect_rounds` reads all rounds' counts with a
-    single synchronisation, so successive rounds (and series) queue back to back on the GPU.
+    per_block = THREADS * SPT
+    blocks = max(1, -(-series.size // per_block))
+    _kernel(energy, first, last)(
+        (blocks,), (THREADS,),
+        (series, cupy.int64(series.size), cupy.int64(n_out), valid, cupy.int64(valid_stride), consts,
+         cupy.float32(threshold), nxt, cupy.int64(nxt.size), count, cupy.int64(starts.size), starts, widths, snrs),
+        shared_mem=(per_block + last - 1) * 4,
+    )
+
+
+def capacity(n_out: int) -> int:
+    """Hits a round has room for before it is run again with room for all (a very loud stretch)."""
+    return max(1 << 14, n_out // 32)
+
+
+def _hit_buffers(sizes: list[int]):
+    """Counts (zeroed) and hit lists for rounds of the given capacities, each one allocation."""
+    import cupy
+
+    total = int(sum(sizes))
+    return (cupy.zeros(len(sizes), dtype=cupy.uint64), cupy.empty(total, dtype=cupy.int64),
+            cupy.empty(total, dtype=cupy.int32), cupy.empty(total, dtype=cupy.float32))
+
+
+def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bool, n: int) -> list[tuple]:
+    """Every round of a plan over one series (the contract of :func:`gwbatch.pulse.boxcar.run_rounds`).
+
+    The rounds are queued back to back without waiting: one workspace holds every round's hit list
+    and decimated series (four allocations, not six per round), one synchronisation reads the counts,
+    and the hits come back in three copies.  The host work per series is then small against the
+    kernels' (it was ~1 ms for 9 rounds, more than the kernels of a 2^26-sample series).
     """
     import cupy
 
     series = cupy.ascontiguousarray(series, dtype=cupy.float32)
-    n_in = series.size
-    n_next = n_in // 2
-    nxt = cupy.empty(n_next, dtype=cupy.float32)
-    capacity = capacity or max(1 << 14, n_out // 32)
-    count = cupy.zeros(1, dtype=cupy.uint64)
-    starts = cupy.empty(capacity, dtype=cupy.int64)
-    widths = cupy.empty(capacity, dtype=cupy.int32)
-    snrs = cupy.empty(capacity, dtype=cupy.float32)
-    consts = cupy.asarray(consts, dtype=cupy.float32)
-    per_block = THREADS * SPT
-    blocks = max(1, -(-n_in // per_block))
-    shared = (per_block + last - 1) * 4
-    _kernel(energy, first, last)(
-        (blocks,), (THREADS,),
-        (series, cupy.int64(n_in), cupy.int64(n_out), valid, cupy.int64(valid_stride), consts,
-         cupy.float32(threshold), nxt, cupy.int64(n_next), count, cupy.int64(capacity), starts, widths, snrs),
-        shared_mem=shared,
-    )
-    args = (series, valid, valid_stride, first, last, consts, threshold, energy, n_out)
-    return (count, capacity, starts, widths, snrs, args), nxt
+    n_in = [series.size >> k for k in range(len(rounds))]
+    n_next = n_in[1:] + [0]  # the last round writes no next series
+    n_out = [-(-n // r.decimation) for r in rounds]
+    caps = [capacity(m) for m in n_out]
+    at = np.concatenate([[0], np.cumsum(caps)]).astype(np.int64)
+    counts, starts, widths, snrs = _hit_buffers(caps)
+    decimated = cupy.empty(int(sum(n_next)), dtype=cupy.float32)
+    next_at = np.concatenate([[0], np.cumsum(n_next)]).astype(np.int64)
+    inputs = []
+    for k, rnd in enumerate(rounds):
+        consts = cupy.asarray(round_consts(k, series), dtype=cupy.float32)
+        args = (series, valid, rnd.decimation, rnd.first_width, rnd.last_width, consts, threshold, energy, n_out[k])
+        lo, hi = at[k], at[k + 1]
+        _launch(*args, counts[k : k + 1], starts[lo:hi], widths[lo:hi], snrs[lo:hi],
+                decimated[next_at[k] : next_at[k + 1]])
+        inputs.append(args)
+        series = decimated[next_at[k] : next_at[k + 1]]
+    found = counts.get().astype(np.int64)
+    kept = np.minimum(found, caps)
+    host = [np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.float32)]
+    if kept.any():
+        pick = [slice(at[k], at[k] + kept[k]) for k in range(len(rounds)) if kept[k]]
+        host = [cupy.concatenate([a[sl] for sl in pick]).get() for a in (starts, widths, snrs)]
+    edges = np.concatenate([[0], np.cumsum(kept)])
+    out = []
+    for k in range(len(rounds)):
+        if found[k] > caps[k]:  # more hits than room: run this round again with room for all
+            c, s, w, z = _hit_buffers([int(found[k])])
+            _launch(*inputs[k], c, s, w, z, decimated[:0])
+            idx, width, snr = s.get(), w.get(), z.get()
+        else:
+            idx, width, snr = (h[edges[k] : edges[k + 1]] for h in host)
+        order = np.argsort(idx, kind="stable")  # atomics append in any order
+        out.append((idx[order], width[order], snr[order]))
+    return out
 
 
-def collect_rounds(pending: list) -> list[tuple]:
-    """Host ``(start, width, snr)`` per launched round, sorted by start; one sync for all rounds."""
+def one_round(series, valid, valid_stride: int, first: int, last: int, consts, threshold: float, energy: bool,
+              n_out: int):
+    """One round, synchronously: ``(start, width, snr, next_series)`` as in ``boxcar_round``."""
     import cupy
 
-    if not pending:
-        return []
-    counts = cupy.concatenate([p[0] for p in pending]).get()
-    out = []
-    for found, (count, capacity, starts, widths, snrs, args) in zip(counts.astype(np.int64), pending):
-        if found > capacity:  # more hits than room (a very loud stretch): run it again with room for all
-            (count, capacity, starts, widths, snrs, _), _ = launch_round(*args, capacity=int(found))
-        order = np.argsort(starts[:found].get(), kind="stable")  # atomics append in any order
-        out.append((starts[:found].get()[order], widths[:found].get()[order], snrs[:found].get()[order]))
-    return out
+    series = cupy.ascontiguousarray(series, dtype=cupy.float32)
+    nxt = cupy.empty(series.size // 2, dtype=cupy.float32)
+    consts = cupy.asarray(consts, dtype=cupy.float32)
+    args = (series, valid, valid_stride, first, last, consts, threshold, energy, n_out)
+    room = capacity(n_out)
+    while True:
+        c, s, w, z = _hit_buffers([room])
+        _launch(*args, c, s, w, z, nxt)
+        found = int(c.get()[0])
+        if found <= room:
+            break
+        room = found
+    order = np.argsort(s[:found].get(), kind="stable")
+    return s[:found].get()[order], w[:found].get()[order], z[:found].get()[order], nxt

@@ -80,22 +80,20 @@ def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bo
 
     ``rounds`` are the plan's rounds; ``round_consts(k, series_k)`` gives round ``k``'s constants from
     its input series (it may measure it).  On the GPU every round is queued without waiting and the
-    results are read back with one synchronisation; the NumPy twin runs them in turn.
+    results are read back with one synchronisation (:func:`gwbatch.pulse._cuda.run_rounds`); the
+    NumPy twin runs them in turn.
     """
-    cuda = array_namespace(series) is not np
-    if cuda:
-        from gwbatch.pulse._cuda import collect_rounds, launch_round
-    pending, out = [], []
+    if array_namespace(series) is not np:
+        from gwbatch.pulse._cuda import run_rounds as run_rounds_cuda
+
+        return run_rounds_cuda(series, valid, rounds, round_consts, threshold, energy, n)
+    out = []
     for k, rnd in enumerate(rounds):
         d = rnd.decimation
-        args = (valid, d, rnd.first_width, rnd.last_width, round_consts(k, series), threshold, energy, -(-n // d))
-        if cuda:
-            result, series = launch_round(series, *args)
-            pending.append(result)
-        else:
-            idx, width, snr, series = boxcar_round_numpy(series, *args)
-            out.append((idx, width, snr))
-    return collect_rounds(pending) if cuda else out
+        idx, width, snr, series = boxcar_round_numpy(series, valid, d, rnd.first_width, rnd.last_width,
+                                                     round_consts(k, series), threshold, energy, -(-n // d))
+        out.append((idx, width, snr))
+    return out
 
 
 def boxcar_round(series, valid, valid_stride: int, first: int, last: int, consts, threshold: float,
@@ -103,8 +101,6 @@ def boxcar_round(series, valid, valid_stride: int, first: int, last: int, consts
     """One round on either backend (the contract above), synchronously."""
     if array_namespace(series) is np:
         return boxcar_round_numpy(series, valid, valid_stride, first, last, consts, threshold, energy, n_out)
-    from gwbatch.pulse._cuda import collect_rounds, launch_round
+    from gwbatch.pulse._cuda import one_round
 
-    pending, nxt = launch_round(series, valid, valid_stride, first, last, consts, threshold, energy, n_out)
-    idx, width, snr = collect_rounds([pending])[0]
-    return idx, width, snr, nxt
+    return one_round(series, valid, valid_stride, first, last, consts, threshold, energy, n_out)
