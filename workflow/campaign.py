@@ -285,6 +285,9 @@ def finish_member(m: Member, cluster, gpus, command: str, started: float, stages
     timer = time.perf_counter()
     reduced = reduce_results(m.campaign, m.plan, m.meta, list(m.results.values()))
     own = {**stages, "reduce": time.perf_counter() - timer}
+    timer = time.perf_counter()
+    figures = top_figures(m, reduced)  # recomputed on the client, after the chunk stage
+    own["figures"] = time.perf_counter() - timer
     manifest = build_manifest(m.campaign, m.plan, m.meta, reduced, m.results, m.status, cluster, command,
                               time.time() - started, m.resources)
     manifest["timing"]["stages"] = own
@@ -292,7 +295,6 @@ def finish_member(m: Member, cluster, gpus, command: str, started: float, stages
         manifest["gpu_utilisation"] = gpus
     account_parts(manifest, parts)
     manifest["provenance"] = provenance([m.campaign], manifest["devices"])
-    figures = top_figures(m, reduced)
     write_outputs(m.outdir, reduced, manifest, figures)
     return RunSummary(m.outdir, m.plan, reduced, manifest, figures)
 
