@@ -61,3 +61,38 @@ def test_deadline_lets_running_tasks_finish_and_starts_no_other(tmp_path):
     started = sorted(p.name for p in tmp_path.iterdir())
     assert 2 <= len(done) <= 6, done
     assert sorted(done) == started  # every task that started was waited for; none started later
+
+
+def test_gpu_samples_cover_a_chunk_stage_longer_than_the_workers_history():
+    """A worker's system monitor keeps its last 7200 samples (an hour at 0.5 s): collected once at
+    the end, a 3-hour chunk stage would report its last hour only.  GpuRecorder, polled as results
+    arrive, joins pieces of 20 minutes: every sample of the 3 hours, in order, times from the start."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from workflow.monitor import GpuRecorder, gpu_utilisation
+
+    history = {k: deque(maxlen=7200) for k in ("time", "gpu_utilization", "gpu_memory_used")}
+    worker = SimpleNamespace(monitor=SimpleNamespace(gpu_name="Fake GPU", quantities=history))
+
+    def run(fn, since, until):
+        return {"tcp://w0": fn(worker, since=since, until=until)}
+
+    cluster = SimpleNamespace(client=SimpleNamespace(run=run))
+    t0, length = 1.0e9, 3 * 3600.0
+    recorder = GpuRecorder(cluster, t0)
+    for i in range(int(length / 0.5) + 1):
+        now = t0 + 0.5 * i
+        history["time"].append(now)
+        history["gpu_utilization"].append(100.0 if now - t0 < 3600 else 50.0)  # busy first hour, half after
+        history["gpu_memory_used"].append(1 << 30)
+        if i % 20 == 0:  # a result every 10 s
+            recorder.poll(now)
+    whole = recorder.finish(t0 + length)
+    t = whole["devices"][0]["t"]
+    assert len(t) == int(length / 0.5) + 1 and t[0] == 0.0 and t[-1] == length
+    assert max(b - a for a, b in zip(t, t[1:])) == 0.5
+    assert whole["mean"] == pytest.approx((100 * 7200 + 50 * 14401) / 21601)
+    assert whole["seconds"] == length
+    once = gpu_utilisation(cluster, t0, t0 + length)  # what a single collection at the end sees
+    assert len(once["devices"][0]["t"]) == 7200 and once["mean"] == 50.0

@@ -31,7 +31,7 @@ from gwbatch.searches.common import candidate_series
 from workflow.cluster import start_cluster
 from workflow.execute import Call, Stopped, TaskFailed, chunk_failure, chunks_failed, run_calls
 from workflow.memory import check_memory, worker_memory
-from workflow.monitor import gpu_utilisation
+from workflow.monitor import GpuRecorder
 from workflow.outputs import CHUNKS, prepare_output, read_parts, record_part
 from workflow.plan import Plan, member_plan
 from workflow.prepare import prepare
@@ -179,12 +179,13 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
                  (m.campaign, m.plan.ifos, cluster.backend, m.resources, spec), (m.name, spec), task_cost(m, spec))
             for m in members for spec in m.todo
         ]
-        timer, wall = time.perf_counter(), time.time()
+        timer, recorder = time.perf_counter(), GpuRecorder(cluster, time.time())
         deadline = None if stop_after is None else started + stop_after
         gpus, ended, errors = None, "failed", []
         try:
             for call, result in run_calls(cluster, calls, failure=chunk_failure, desc="chunks", progress=progress,
                                           deadline=deadline, retries=TASK_RETRIES, keep_going=True):
+                recorder.poll()
                 m = by_name[call.item[0]]
                 if isinstance(result, TaskFailed):
                     log.warning("%s", result.error)
@@ -196,7 +197,7 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
                           result.worker, result.device, result.seconds)
                 write_chunk(m.outdir / CHUNKS, result, m.plan.fingerprint)
                 m.results[result.index], m.status[result.index] = result, "done"
-            gpus = gpu_utilisation(cluster, wall, time.time()) if calls else None
+            gpus = recorder.finish() if calls else None
             ended = "failed" if errors else "stopped" if any(m.todo for m in members) else "complete"
         finally:  # a failed invocation's finished chunks count too
             stages["chunks"] = time.perf_counter() - timer
