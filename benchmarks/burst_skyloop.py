@@ -21,15 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.timing import median_seconds  # noqa: E402
 from gwbatch._xp import device_name  # noqa: E402
 from gwbatch.burst.delays import UPSAMPLE, delay_range  # noqa: E402
 from gwbatch.burst.skyloop import ClusterBatch, SkyLoopCuts, sky_table, skyloop_max  # noqa: E402
@@ -77,37 +76,21 @@ def time_cuda(table, batch, repeat: int) -> dict:
     n_warps = ((table.n_dir + BLOCK - 1) // BLOCK) * (BLOCK // 32)
     keys = cupy.empty(n_cl, cupy.uint64)
     partial = cupy.empty((n_cl, n_warps), cupy.uint64)
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-
     def kernel():
         launch(amps, offsets, dev.weights, table, CUTS, keys, partial)
 
     def call():
         return skyloop_max_cuda(dev, table, CUTS)
 
-    out = {}
-    for name, fn in (("kernel", kernel), ("call", call)):
-        fn()
-        times = []
-        for _ in range(repeat):
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, stop))
-        out[f"{name}_ms"] = statistics.median(times)
+    out = {f"{name}_ms": median_seconds(fn, repeat, cupy) * 1e3 for name, fn in (("kernel", kernel), ("call", call))}
     stat, best = (cupy.asnumpy(a) for a in unpack(keys))
     return out | {"stat": stat, "best": best}
 
 
 def time_numpy(table, batch, repeat: int) -> dict:
-    skyloop_max(ClusterBatch(batch.amplitudes, batch.offsets, batch.weights), table, CUTS)  # compile
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        stat, best = skyloop_max(batch, table, CUTS)
-        times.append((time.perf_counter() - t) * 1e3)
-    return {"kernel_ms": statistics.median(times), "stat": stat, "best": best}
+    ms = median_seconds(lambda: skyloop_max(batch, table, CUTS), repeat) * 1e3  # the warm-up call compiles
+    stat, best = skyloop_max(batch, table, CUTS)
+    return {"kernel_ms": ms, "stat": stat, "best": best}
 
 
 def main(argv=None) -> int:

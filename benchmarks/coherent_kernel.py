@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.timing import median_seconds  # noqa: E402
 from gwbatch._xp import device_name  # noqa: E402
 from gwbatch.coherent.network import network_geometry  # noqa: E402
 from gwbatch.coherent.sky import sky_grid  # noqa: E402
@@ -65,20 +65,7 @@ def time_cuda(case: dict, n_trials: int, step: int, repeat: int) -> tuple[float,
     pixel = cupy.empty((slot.size, n_trials + 1), cupy.int32)
     kernel = lambda: launch(snr, slot, sample, table, plan, n_trials, step, 0, span, rho_c2, pixel)  # noqa: E731
     call = lambda: max_over_sky_cuda(*args, table, n_trials, step, 0, span, pivot_host=case["pivot"])  # noqa: E731
-    out = []
-    for run in (kernel, call):
-        run()
-        cupy.cuda.Device().synchronize()
-        times = []
-        for _ in range(repeat):
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            run()
-            stop.record()
-            stop.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e-3)
-        out.append(statistics.median(times))
-    return out[0], out[1]
+    return median_seconds(kernel, repeat, cupy), median_seconds(call, repeat, cupy)
 
 
 def main() -> int:
@@ -133,13 +120,7 @@ def main() -> int:
         tab = case["table"]
         a = (snr, slot, sample, pivot, tab.offsets, tab.projection, n_trials, 204, 0, snr.shape[2])
         out = (np.empty((n_cand, n_trials + 1)), np.empty((n_cand, n_trials + 1), np.int32))
-        _max_over_sky(*a, *out)  # compile
-        times = []
-        for _ in range(max(1, args.repeat // 5)):
-            t0 = time.perf_counter()
-            _max_over_sky(*a, *out)
-            times.append(time.perf_counter() - t0)
-        t = statistics.median(times)
+        t = median_seconds(lambda: _max_over_sky(*a, *out), max(1, args.repeat // 5))  # the warm-up call compiles
         evals = n_cand * (n_trials + 1) * 12288
         rows.append(dict(case=f"numba twin, {n_cand} x 101 x 12288 x 3", seconds=t, evaluations_per_s=evals / t,
                          seed_config_seconds=t * 1000 / n_cand))

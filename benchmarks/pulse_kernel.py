@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.timing import median_seconds  # noqa: E402
 from gwbatch._xp import device_name, get_xp  # noqa: E402
 from gwbatch.config import PulseSearchConfig  # noqa: E402
 from gwbatch.pulse.boxcar import run_rounds  # noqa: E402
@@ -55,25 +54,6 @@ def kernel_rounds(xp, series, valid, n, rounds, kind: str, threshold: float):
     return sum(int(r[0].size) for r in results)
 
 
-def timed(xp, fn, repeat: int) -> float:
-    """Median seconds of ``fn()`` after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        if xp.__name__ == "cupy":
-            start, stop = xp.cuda.Event(), xp.cuda.Event()
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(xp.cuda.get_elapsed_time(start, stop) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="cupy", choices=("cupy", "numpy"))
@@ -98,9 +78,9 @@ def main() -> None:
             padded.append(xp.concatenate([y, xp.full(plan.max_width, float(y.mean()), dtype=xp.float32)]))
         mean, std = (0.0, 1.0) if kind == "amplitude" else (1.0, np.sqrt(2.0))
         rounds = round_inputs(xp, plan, kind, mean, std, 6.0)
-        t_kernel = timed(xp, lambda: [kernel_rounds(xp, s, valid_u8, n, rounds, kind, 6.0) for s in padded], args.repeat)
+        t_kernel = median_seconds(lambda: [kernel_rounds(xp, s, valid_u8, n, rounds, kind, 6.0) for s in padded], args.repeat, xp)
         cfg = PulseSearchConfig(series=kind, threshold=6.0, decimation=PLAN)
-        t_search = timed(xp, lambda: [search_series(d, valid, cfg, 1.0) for d in data], max(1, args.repeat // 3))
+        t_search = median_seconds(lambda: [search_series(d, valid, cfg, 1.0) for d in data], max(1, args.repeat // 3), xp)
         rows.append({"series": kind, "kernel_s": t_kernel, "kernel_samples_per_s": total / t_kernel,
                      "search_s": t_search, "search_samples_per_s": total / t_search})
     result = {

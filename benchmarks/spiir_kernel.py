@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.timing import median_seconds  # noqa: E402
 from gwbatch._xp import device_name  # noqa: E402
 
 FS = 4096
@@ -60,20 +60,10 @@ def graphed(fn):
 
 
 def cuda_median(fn, repeat: int) -> float:
+    """Median ms of ``fn()`` on the GPU, timed on ``fn.stream`` when it has one."""
     import cupy
 
-    stream = getattr(fn, "stream", None) or cupy.cuda.get_current_stream()
-    fn()
-    cupy.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeat):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        fn()
-        stop.record(stream)
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
+    return median_seconds(fn, repeat, cupy, stream=getattr(fn, "stream", None)) * 1e3
 
 
 def gpu(repeat: int) -> dict:

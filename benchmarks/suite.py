@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -43,6 +42,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.timing import median_seconds  # noqa: E402
 
 
 @dataclass
@@ -69,25 +70,6 @@ class Row:
     @property
     def fraction(self) -> float:
         return self.ideal_ms / self.ms
-
-
-def median_seconds(fn, repeat: int, xp=np) -> float:
-    """Median seconds of ``fn()`` after a warm-up call (CUDA events on CuPy)."""
-    fn()
-    times = []
-    for _ in range(max(1, repeat)):
-        if xp is not np:
-            start, stop = xp.cuda.Event(), xp.cuda.Event()
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(xp.cuda.get_elapsed_time(start, stop) * 1e-3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 # ------------------------------------------------------------------------------------------------
