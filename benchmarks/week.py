@@ -83,6 +83,10 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", default=[], help="extra campaign overrides")
     p.add_argument("--result", type=Path, help="JSON file to write")
     args = p.parse_args(argv)
+    for name in ("days", "sample_rate", "interval"):
+        value = getattr(args, name)
+        if not (value > 0 and np.isfinite(value)):
+            p.error(f"--{name.replace('_', '-')} must be a positive number of {'seconds' if name == 'interval' else 'days' if name == 'days' else 'Hz'}, not {value:g}")
     record = {"config": str(args.config), "days": args.days, "sample_rate": args.sample_rate,
               "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
     if not (args.store / "zarr.json").exists():
