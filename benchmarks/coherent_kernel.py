@@ -14,11 +14,13 @@ whatever it runs at: under Nsight Compute (locked at 1.5 GHz) the kernel took 1.
 (results/coherent_h200_ncu.txt).
 
 usage: python benchmarks/coherent_kernel.py [--backend cupy|numpy] [--repeat 20] [--out results.json]
+       [--define TILE=512 UNROLL_RECORDS=8,MIN_BLOCKS=3 ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -38,6 +40,7 @@ GPS = 1187008882.4
 IFOS = ("H1", "L1", "V1")
 
 
+@functools.lru_cache(maxsize=2)
 def problem(n_cand: int, order: int, fs: float, seconds: float = 32.0, seed: int = 0):
     rng = np.random.default_rng(seed)
     n = int(seconds * fs)
@@ -73,8 +76,9 @@ def main() -> int:
     ap.add_argument("--backend", choices=("cupy", "numpy"), default="cupy")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--min-blocks", type=int, nargs="*", default=[],
-                    help="also time the seed configuration with these __launch_bounds__ minimum blocks per SM")
+    ap.add_argument("--define", nargs="*", default=[], metavar="NAME=V[,NAME=V]",
+                    help="also time the seed and 4096 Hz configurations with these compile-time constants "
+                         "(gwbatch.coherent._cuda.DEFINES), one variant per argument")
     args = ap.parse_args()
     rows = []
     n_trials = 100
@@ -93,14 +97,16 @@ def main() -> int:
                   f"with the launch layout: {t_call * 1e3:.3f} ms", flush=True)
         from gwbatch.coherent import _cuda
 
-        default = _cuda.MIN_BLOCKS
-        for blocks in args.min_blocks:  # tuning: recompile with another register cap
-            _cuda.MIN_BLOCKS = blocks
+        default = dict(_cuda.DEFINES)
+        for variant in args.define:  # tuning: recompile with other constants
+            _cuda.DEFINES.update({k: int(v) for k, v in (item.split("=") for item in variant.split(","))})
             _cuda._module.cache_clear()
-            t, _ = time_cuda(problem(1000, 5, 2048.0), n_trials, 204, args.repeat)
-            rows.append(dict(case=f"seed config, __launch_bounds__(256, {blocks})", seconds=t))
-            print(f"{'seed config, min blocks ' + str(blocks):42s} {t * 1e3:8.3f} ms", flush=True)
-        _cuda.MIN_BLOCKS = default
+            for label, fs in (("seed config", 2048.0), ("4096 Hz", 4096.0)):
+                t, _ = time_cuda(problem(1000, 5, fs), n_trials, int(0.1 * fs), args.repeat)
+                rows.append(dict(case=f"{label}, {variant}", seconds=t))
+                print(f"{label + ', ' + variant:42s} {t * 1e3:8.3f} ms", flush=True)
+            _cuda.DEFINES.clear()
+            _cuda.DEFINES.update(default)
         _cuda._module.cache_clear()
         case = problem(1000, 5, 2048.0)
         snr = cupy.asarray(case["snr"])
@@ -118,7 +124,7 @@ def main() -> int:
         case = problem(n_cand, 5, 2048.0)
         snr, slot, sample, pivot = _inputs(np, case["snr"], case["slot"], case["sample"], case["pivot"])
         tab = case["table"]
-        a = (snr, slot, sample, pivot, tab.offsets, tab.projection, n_trials, 204, 0, snr.shape[2])
+        a = (snr, slot, sample, pivot, tab.offsets, tab.projection, tab.groups.order, n_trials, 204, 0, snr.shape[2])
         out = (np.empty((n_cand, n_trials + 1)), np.empty((n_cand, n_trials + 1), np.int32))
         t = median_seconds(lambda: _max_over_sky(*a, *out), max(1, args.repeat // 5))  # the warm-up call compiles
         evals = n_cand * (n_trials + 1) * 12288

@@ -138,26 +138,68 @@ def test_recovers_a_network_signal():
 
 
 @pytest.mark.parametrize("ifos", [("H1",), ("H1", "L1"), IFOS3, ("H1", "L1", "V1", "K1")])
-def test_cuda_direction_records_decode(ifos):
-    """The CUDA kernel's per-direction records (16-bit row offsets within each detector's window,
-    then the projection) hold the sky table: decoded here as the kernel decodes them."""
-    from gwbatch.coherent._cuda import STRIDE, device_table, record_floats
+@pytest.mark.parametrize("order", [3, 5])
+def test_direction_groups_hold_every_direction_once(ifos, order):
+    """Every direction is evaluated once per pivot, in groups of 1..GROUP_MAX directions that share
+    every detector's offset; sets of equal offsets are cut only at GROUP_MAX."""
+    from gwbatch.coherent.network import GROUP_MAX
+
+    table = network_geometry(ifos, sky_grid(order), GPS).sky_table(2048.0, np.linspace(1.0, 2.0, len(ifos)))
+    groups = table.groups
+    for piv in range(len(ifos)):
+        order_ = groups.order[piv]
+        np.testing.assert_array_equal(np.sort(order_), np.arange(table.n_dir))
+        seen = {}
+        for k in range(1, GROUP_MAX + 1):
+            g0, g1, q0 = groups.size[piv, k - 1]
+            if k > 1:
+                assert g0 == groups.size[piv, k - 2, 1] and q0 == groups.size[piv, k - 2, 2] + (g0 - groups.size[piv, k - 2, 0]) * (k - 1)
+            for g in range(g0, g1):
+                members = order_[q0 + (g - g0) * k: q0 + (g - g0 + 1) * k]
+                np.testing.assert_array_equal(table.offsets[piv, members], np.broadcast_to(groups.offsets[piv, g], (k, len(ifos))))
+                key = tuple(groups.offsets[piv, g])
+                seen[key] = seen.get(key, 0) + k
+        last = groups.size[piv, -1]
+        assert last[2] + (last[1] - last[0]) * GROUP_MAX == table.n_dir
+        # each set of directions with equal offsets is gathered whole
+        _, counts = np.unique(table.offsets[piv], axis=0, return_counts=True)
+        assert sorted(seen.values()) == sorted(counts.tolist())
+
+
+@pytest.mark.parametrize("ifos", [("H1",), ("H1", "L1"), IFOS3, ("H1", "L1", "V1", "K1")])
+def test_cuda_group_keys_decode(ifos):
+    """The CUDA kernel's group keys (each non-pivot detector's byte offset into the shared-memory
+    windows) and projections in evaluation order hold the sky table: decoded here as the kernel reads
+    them."""
+    from gwbatch.coherent._cuda import STRIDE, device_table, key_ints, projection_floats
 
     table = network_geometry(ifos, sky_grid(3), GPS).sky_table(4096.0, np.linspace(1.0, 2.0, len(ifos)))
-    dev = device_table(table.offsets, table.projection)
-    n_det, words = len(ifos), len(ifos) // 2
-    rec = dev["records"]
-    assert rec.shape == (n_det, table.n_dir, record_floats(n_det)) and rec.shape[2] % 4 == 0
-    bits = rec.view(np.uint32)
+    dev = device_table(table)
+    n_det = len(ifos)
+    groups = table.groups
+    assert dev["keys"].shape == (n_det, groups.offsets.shape[1], key_ints(n_det))
+    assert dev["proj"].shape == (n_det, table.n_dir, projection_floats(n_det))
     for piv in range(n_det):
         others = [j for j in range(n_det) if j != piv]
         for m, j in enumerate(others):
-            off = ((bits[piv, :, m >> 1] >> (16 * (m & 1))) & 0xFFFF) // STRIDE  # stored times the row length
-            np.testing.assert_array_equal(off + dev["start"][piv, j], table.offsets[piv, :, j])
+            row = dev["keys"][piv, :, m] // (STRIDE * 8)  # bytes from a lane's column to its row
+            assert np.all(dev["keys"][piv, :, m] % (STRIDE * 8) == 0)
+            rel = row - dev["row_base"][piv, j]
+            np.testing.assert_array_equal(rel + dev["start"][piv, j], groups.offsets[piv, :, j])
             width = dev["row_base"][piv, j + 1] - dev["row_base"][piv, j]
-            assert off.max() < width
+            assert rel.min() >= 0 and rel.max() < width
         assert dev["row_base"][piv, piv + 1] == dev["row_base"][piv, piv]  # the pivot has no window
-    np.testing.assert_array_equal(rec[1 % n_det, :, words:words + table.projection.shape[1]], table.projection)
+        np.testing.assert_array_equal(dev["proj"][piv, :, :table.projection.shape[1]], table.projection[groups.order[piv]])
+
+
+def test_sky_maximum_ties_go_to_the_first_direction_in_evaluation_order():
+    """With no signal anywhere every direction ties at zero: the maximum is the first direction of
+    the table's evaluation order (the same rule as the CUDA kernel's)."""
+    table = network_geometry(IFOS3, sky_grid(3), GPS).sky_table(2048.0, np.array([1.0, 1.2, 0.6]))
+    snr = np.zeros((3, 1, 4096), np.complex64)
+    got = max_over_sky(snr, [0, 0, 0], [2000, 2000, 2000], [0, 1, 2], table, n_trials=2, step=100)
+    assert np.all(got.rho_c2 == 0.0)
+    np.testing.assert_array_equal(got.pixel, np.repeat(table.groups.order[:, :1], 3, axis=1))
 
 
 def test_posterior_and_areas():

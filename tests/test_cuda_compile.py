@@ -29,11 +29,12 @@ SOURCES = {
          "float2*, const int, const int);" for f in spiir_cuda.CLASSES],
     ),
     "coherent.coherent_max": (
-        f"#define MIN_BLOCKS {coherent_cuda.MIN_BLOCKS}\n" + coherent_cuda.SOURCE,
+        coherent_cuda.source(),
         [f"template __global__ void {coherent_cuda.kernel_name(d)}(const float2*, const long long, const int, "
          "const int*, const long long*, const long long*, const int*, const long long*, const long long*, "
-         "const float4*, const int*, const int*, const int, const int, const long long, const long long, "
-         "const long long, float*, int*);" for d in coherent_cuda.INSTANTIATIONS],
+         "const int*, const float4*, const int*, const int*, const int*, const int*, const int, const int, "
+         "const int, const long long, const long long, const long long, float*, int*);"
+         for d in coherent_cuda.INSTANTIATIONS],
     ),
 }
 

@@ -1,18 +1,26 @@
 """CUDA maximum of the coherent SNR over the sky (seed 000 §III; twin of ``statistic._max_over_sky``).
 
-Mapping.  One block per (candidate, group of ``32 TPT`` trials).  All trials of a candidate read the
-same pivot sample, and each non-pivot detector ``j`` only within a window of ``W_j`` samples (the
-spread of its arrival offset over the sky, at most twice the light travel time to the pivot) that
-starts ``k step (j - pivot)`` later for trial ``k``.  The block first copies these windows into
-shared memory, trial-fastest, so that the main loop reads them without bank conflicts.
+Mapping.  One block per 32 (candidate, trial) tasks of one pivot detector, one task per lane.  All
+trials of a candidate read the same pivot sample, and each non-pivot detector ``j`` only within a
+window of ``W_j`` samples (the spread of its arrival offset over the sky, at most twice the light
+travel time to the pivot) that starts ``k step (j - pivot)`` later for trial ``k``.  The block first
+copies these windows into shared memory, lane-fastest, so that the sky loop reads them without bank
+conflicts.
 
-Lanes are trials, warps take directions.  A direction's record (the non-pivot detectors' window
-offsets as 16-bit fields, then the ``F+ x Fx`` null vector for three detectors or ``F+``, ``Fx`` for
-more; one ``float4`` for two or three detectors) is uniform across a warp: the block stages tiles of
-256 records in shared memory with coalesced loads and every lane reads them by broadcast, so the
-sky table is read once per block for ``32 TPT`` trials rather than once per (candidate, trial) as
-in the seed's warp-per-trial layout.  Each lane keeps the running maximum of its trials in
-registers (first direction on ties); warps are combined through shared memory at the end.
+Sky loop.  Directions come in the groups of :class:`~gwbatch.coherent.network.DirectionGroups`:
+directions that share every detector's sample offset (about 3.5 per offset pair for 12288
+directions at 2048 Hz, 54 for 196608), at most ``GROUP_MAX`` to a group, groups of one size
+together.  The block stages the group keys and projections in tiles of ``TILE`` float4s in shared
+memory (coalesced loads; the next tile waits in registers while this one is evaluated), and warps
+take a tile's groups in turn.  Per group a lane reads its non-pivot samples once (one 8-byte shared
+load per detector at the byte offset the key gives, the same for every lane) and forms ``|Z|^2``;
+per direction it reads the projection by broadcast and forms the null or signal-space energy.  A
+template instance per group size unrolls the directions of a group.  A lane keeps the running
+maximum and the evaluation position of the first group that reached it; the direction inside that
+group is found at the end by evaluating the group once more.  Warps are combined through shared
+memory (the earliest position on ties), and the position becomes the direction through ``order``.
+Against one direction at a time this halves the instructions per evaluation (29.5 to about 15 at
+the seed configuration).
 Arithmetic is float32.
 """
 
@@ -22,29 +30,184 @@ import functools
 
 import numpy as np
 
+from gwbatch.coherent.network import GROUP_MAX
+
 SOURCE = r"""
 #define WARPS 8
-#define TILE (32 * WARPS)
 #define STRIDE 33
 
 template <int D> struct Layout {
-    static constexpr int WORDS = D / 2;                                // offsets of the D - 1 others
-    static constexpr int GEO = D == 3 ? 3 : (D >= 4 ? 2 * D + 3 : 0);  // the projection
-    static constexpr int NREC = (WORDS + GEO + 3) / 4 > 0 ? (WORDS + GEO + 3) / 4 : 1;
+    static constexpr int GEO = D == 3 ? 3 : (D >= 4 ? 2 * D + 3 : 0);  // projection floats
+    static constexpr int NREC = (GEO + 3) / 4 > 0 ? (GEO + 3) / 4 : 1;  // float4s per direction
+    static constexpr int KEY = D <= 2 ? 1 : (D == 3 ? 2 : 4);         // ints per group key
+};
+
+template <int N> struct Key;
+template <> struct Key<1> { static __device__ __forceinline__ void load(const int* p, int* k) { k[0] = *p; } };
+template <> struct Key<2> { static __device__ __forceinline__ void load(const int* p, int* k) {
+    const int2 v = *(const int2*)p; k[0] = v.x; k[1] = v.y; } };
+template <> struct Key<4> { static __device__ __forceinline__ void load(const int* p, int* k) {
+    const int4 v = *(const int4*)p; k[0] = v.x; k[1] = v.y; k[2] = v.z; k[3] = v.w; } };
+
+// What a lane's sky loop reads: the pivot's group keys and projections (global), their tiles in shared
+// memory, the lane's column of the windows, and the pivot's sample.
+struct Sky {
+    const int* keys;
+    const float4* proj;
+    const int* size;  // (g0, g1, q0) per group size
+    int* tile_keys;
+    float4* tile_proj;
+    const char* lane_win;  // a group key is each detector's byte offset from here
+    float zpr, zpi, pivot_energy;
+};
+
+// rho_c^2 of Z (zr, zi; total = |Z|^2) in a direction with projection w (statistic._energies).
+template <int D>
+__device__ __forceinline__ float coherent_energy(const float* w, const float* zr, const float* zi, const float total)
+{
+    if (D <= 2) return total;
+    float ar = 0.0f, ai = 0.0f, br = 0.0f, bi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < D; ++j) {
+        ar = fmaf(w[j], zr[j], ar); ai = fmaf(w[j], zi[j], ai);
+        if (D >= 4) { br = fmaf(w[D + j], zr[j], br); bi = fmaf(w[D + j], zi[j], bi); }
+    }
+    if (D == 3) return fmaf(-ai, ai, fmaf(-ar, ar, total));
+    return w[2 * D] * fmaf(ar, ar, ai * ai) + 2.0f * w[2 * D + 1] * fmaf(ar, br, ai * bi) + w[2 * D + 2] * fmaf(br, br, bi * bi);
+}
+
+// rho_c^2 in the K directions of the group with key ``key_at`` and projections ``rec``, handed to
+// ``visit(d, value)`` in order.
+template <int D, int PIV, int K, typename Visit>
+__device__ __forceinline__ void group_energies(const Sky& sky, const int* key_at, const float4* rec, Visit visit)
+{
+    constexpr int NREC = Layout<D>::NREC;
+    constexpr int KEY = Layout<D>::KEY;
+    constexpr int DIR_UNROLL = K * NREC <= 2 * UNROLL_RECORDS ? K : 2;  // registers for the projections
+    int key[KEY];
+    Key<KEY>::load(key_at, key);
+    float zr[D], zi[D];
+    float total = sky.pivot_energy;
+#pragma unroll
+    for (int j = 0; j < D; ++j) {
+        if (j == PIV) { zr[j] = sky.zpr; zi[j] = sky.zpi; continue; }
+        const float2 v = *(const float2*)(sky.lane_win + key[j - (j > PIV ? 1 : 0)]);
+        zr[j] = v.x; zi[j] = v.y;
+        total = fmaf(v.x, v.x, fmaf(v.y, v.y, total));
+    }
+#pragma unroll DIR_UNROLL
+    for (int d = 0; d < K; ++d) {
+        float w[4 * NREC];
+        if (D >= 3) {  // two detectors or fewer: nothing to project
+#pragma unroll
+            for (int m = 0; m < NREC; ++m) {
+                const float4 v = rec[d * NREC + m];
+                w[4 * m] = v.x; w[4 * m + 1] = v.y; w[4 * m + 2] = v.z; w[4 * m + 3] = v.w;
+            }
+        }
+        visit(d, coherent_energy<D>(w, zr, zi, total));
+    }
+}
+
+// The groups of K directions g0 .. g1 - 1 (from evaluation position q0): tile by tile into shared
+// memory (coalesced), then warps take the tile's groups in turn, keeping the running maximum of
+// rho_c^2 and the position of the first group that reached it.
+template <int D, int PIV, int K>
+__device__ __forceinline__ void groups_of(const Sky& sky, const int g0, const int g1, const int q0, float& best, int& best_q)
+{
+    constexpr int NREC = Layout<D>::NREC;
+    constexpr int KEY = Layout<D>::KEY;
+    constexpr int PER_TILE = TILE / (K * NREC);  // groups per tile
+    // several groups in flight where registers allow
+    constexpr int GROUP_UNROLL = UNROLL_RECORDS / (K * NREC) >= 4 ? 4 : (UNROLL_RECORDS / (K * NREC) >= 2 ? 2 : 1);
+    constexpr int KEYS = PER_TILE * KEY;  // ints of keys per tile
+    constexpr int PF = (TILE + 32 * WARPS - 1) / (32 * WARPS), PK = (KEYS + 32 * WARPS - 1) / (32 * WARPS);
+    const int warp = threadIdx.x >> 5;
+    // the next tile waits in registers while this one is evaluated (loads overlap the sky loop)
+    float4 next_proj[PF];
+    int next_keys[PK];
+    auto fetch = [&](const int t) {
+        const int n = min(PER_TILE, g1 - t);
+        const float4* proj = sky.proj + (long long)(q0 + (t - g0) * K) * NREC;
+        const int* keys = sky.keys + (long long)t * KEY;
+#pragma unroll
+        for (int u = 0; u < PF; ++u) {
+            const int e = threadIdx.x + u * 32 * WARPS;
+            if (e < n * K * NREC) next_proj[u] = __ldg(proj + e);
+        }
+#pragma unroll
+        for (int u = 0; u < PK; ++u) {
+            const int e = threadIdx.x + u * 32 * WARPS;
+            if (e < n * KEY) next_keys[u] = __ldg(keys + e);
+        }
+    };
+    if (g0 < g1) fetch(g0);
+    for (int t = g0; t < g1; t += PER_TILE) {
+        const int n = min(PER_TILE, g1 - t);
+        const int qt = q0 + (t - g0) * K;
+        __syncthreads();  // the previous tile is consumed
+#pragma unroll
+        for (int u = 0; u < PF; ++u) {
+            const int e = threadIdx.x + u * 32 * WARPS;
+            if (e < n * K * NREC) sky.tile_proj[e] = next_proj[u];
+        }
+#pragma unroll
+        for (int u = 0; u < PK; ++u) {
+            const int e = threadIdx.x + u * 32 * WARPS;
+            if (e < n * KEY) sky.tile_keys[e] = next_keys[u];
+        }
+        __syncthreads();
+        if (t + PER_TILE < g1) fetch(t + PER_TILE);
+#pragma unroll GROUP_UNROLL
+        for (int g = warp; g < n; g += WARPS) {
+            float top;
+            group_energies<D, PIV, K>(sky, sky.tile_keys + g * KEY, sky.tile_proj + g * K * NREC,
+                                      [&](int d, float coh) { top = d == 0 ? coh : fmaxf(top, coh); });
+            if (top > best) { best = top; best_q = qt + g * K; }
+        }
+    }
+}
+
+// Every group size, K = 1 .. GROUP_MAX, in evaluation order.
+template <int D, int PIV, int K> struct AllSizes {
+    static __device__ __forceinline__ void run(const Sky& sky, float& best, int& best_q) {
+        AllSizes<D, PIV, K - 1>::run(sky, best, best_q);
+        groups_of<D, PIV, K>(sky, sky.size[3 * (K - 1)], sky.size[3 * (K - 1) + 1], sky.size[3 * (K - 1) + 2], best, best_q);
+    }
+};
+template <int D, int PIV> struct AllSizes<D, PIV, 0> {
+    static __device__ __forceinline__ void run(const Sky&, float&, int&) {}
+};
+
+// The position of the first direction of the group at position q (of size K or less) whose rho_c^2 is
+// ``best``: the group's energies again, in the same arithmetic, so the maximum is found bit for bit.
+template <int D, int PIV, int K> struct FirstOf {
+    static __device__ __noinline__ int run(const Sky& sky, const int q, const float best) {
+        const int g0 = sky.size[3 * (K - 1)], g1 = sky.size[3 * (K - 1) + 1], q0 = sky.size[3 * (K - 1) + 2];
+        if (q < q0 || q >= q0 + (g1 - g0) * K) return FirstOf<D, PIV, K - 1>::run(sky, q, best);
+        int first = -1;
+        group_energies<D, PIV, K>(sky, sky.keys + (g0 + (q - q0) / K) * Layout<D>::KEY, sky.proj + q * Layout<D>::NREC,
+                                  [&](int d, float coh) { if (first < 0 && coh == best) first = d; });
+        return q + max(first, 0);
+    }
+};
+template <int D, int PIV> struct FirstOf<D, PIV, 0> {
+    static __device__ __forceinline__ int run(const Sky&, const int q, const float) { return q; }
 };
 
 // The sky loop of one block: 32 (candidate, trial) tasks with pivot PIV, one per lane.
 template <int D, int PIV>
 __device__ __forceinline__ void sky_block(
-    float2* win, long long (*row_start)[32], long long (*series)[32], float4* tile, float (*red_v)[32], int (*red_p)[32],
+    float2* win, long long (*row_start)[32], long long (*series)[32], int* tile_keys, float4* tile_proj,
+    float (*red_v)[32], int (*red_p)[32],
     const float2* __restrict__ snr, const long long n, const int n_slot, const int* __restrict__ cand,
     const long long* __restrict__ slot, const long long* __restrict__ sample,
-    const float4* __restrict__ records, const int* __restrict__ win_start, const int* __restrict__ row_base,
-    const int n_dir, const int n_trials1, const long long step, const long long lo, const long long span,
-    const long long first, const long long n_tasks, float* __restrict__ out_rc, int* __restrict__ out_pix)
+    const int* __restrict__ keys, const float4* __restrict__ proj, const int* __restrict__ size,
+    const int* __restrict__ order, const int* __restrict__ win_start, const int* __restrict__ row_base,
+    const int n_dir, const int n_groups, const int n_trials1, const long long step, const long long lo,
+    const long long span, const long long first, const long long n_tasks, float* __restrict__ out_rc,
+    int* __restrict__ out_pix)
 {
-    constexpr int NREC = Layout<D>::NREC;
-    constexpr int WORDS = Layout<D>::WORDS;
     int rb[D + 1];
 #pragma unroll
     for (int j = 0; j <= D; ++j) rb[j] = row_base[PIV * (D + 1) + j];
@@ -68,6 +231,7 @@ __device__ __forceinline__ void sky_block(
     }
     __syncthreads();
     // 2. the windows, lane-fastest in shared memory, row-fastest in the reads
+#pragma unroll 4
     for (int e = threadIdx.x; e < rows * 32; e += blockDim.x) {
         const int r = e % rows, kk = e / rows;
         int j = 0;
@@ -75,91 +239,56 @@ __device__ __forceinline__ void sky_block(
         for (int q = 1; q < D; ++q) j += (r >= rb[q]) ? 1 : 0;
         long long i = row_start[j][kk] + r;
         if (i >= lo + span) i -= span;
-        win[r * STRIDE + kk] = snr[series[j][kk] + i];
+        win[r * STRIDE + kk] = __ldg(snr + series[j][kk] + i);
     }
     const long long tp = (t - lo) % span;
     const float2 zp = snr[((long long)PIV * n_slot + s) * n + lo + (tp < 0 ? tp + span : tp)];
-    const float pivot_energy = zp.x * zp.x + zp.y * zp.y;
-    int row0[D];
-#pragma unroll
-    for (int j = 0; j < D; ++j) row0[j] = rb[j] * STRIDE + lane;
-    float best = -1.0f;
-    int best_p = 0;
+    __syncthreads();
 
-    const float4* rec = records + (long long)PIV * n_dir * NREC;
-    for (int base_p = 0; base_p < n_dir; base_p += TILE) {
-        __syncthreads();  // the windows are complete / the previous tile is consumed
-        for (int e = threadIdx.x; e < TILE * NREC; e += blockDim.x) {
-            const int p = base_p + e / NREC;
-            tile[e] = p < n_dir ? __ldg(rec + (long long)base_p * NREC + e) : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-        __syncthreads();
-        const int count = min(32, n_dir - base_p - warp * 32);
-        const float4* mine = tile + warp * 32 * NREC;
-#pragma unroll 2
-        for (int q = 0; q < count; ++q) {
-            float w[4 * NREC];
-#pragma unroll
-            for (int m = 0; m < NREC; ++m) {
-                const float4 v = mine[q * NREC + m];
-                w[4 * m] = v.x; w[4 * m + 1] = v.y; w[4 * m + 2] = v.z; w[4 * m + 3] = v.w;
-            }
-            const float* g = w + WORDS;
-            float total = pivot_energy, ar = 0.0f, ai = 0.0f, br = 0.0f, bi = 0.0f;
-#pragma unroll
-            for (int j = 0; j < D; ++j) {
-                float zr = zp.x, zi = zp.y;
-                if (j != PIV) {
-                    const int m = j - (j > PIV ? 1 : 0);  // index among the non-pivot detectors
-                    const unsigned word = __float_as_uint(w[m >> 1]);
-                    const float2 v = win[((m & 1) ? (word >> 16) : (word & 0xffffu)) + row0[j]];
-                    zr = v.x; zi = v.y;
-                    total = fmaf(zr, zr, fmaf(zi, zi, total));
-                }
-                if (D >= 3) { ar = fmaf(g[j], zr, ar); ai = fmaf(g[j], zi, ai); }
-                if (D >= 4) { br = fmaf(g[D + j], zr, br); bi = fmaf(g[D + j], zi, bi); }
-            }
-            float coh = total;
-            if (D == 3) coh = total - fmaf(ar, ar, ai * ai);
-            if (D >= 4) coh = g[2 * D] * fmaf(ar, ar, ai * ai) + 2.0f * g[2 * D + 1] * fmaf(ar, br, ai * bi)
-                              + g[2 * D + 2] * fmaf(br, br, bi * bi);
-            if (coh > best) { best = coh; best_p = base_p + warp * 32 + q; }
-        }
-    }
+    // 3. the sky loop over the pivot's groups
+    const Sky sky{keys + (long long)PIV * n_groups * Layout<D>::KEY, proj + (long long)PIV * n_dir * Layout<D>::NREC,
+                  size + PIV * 3 * GROUP_MAX, tile_keys, tile_proj, (const char*)(win + lane), zp.x, zp.y,
+                  fmaf(zp.x, zp.x, zp.y * zp.y)};
+    float best = -1.0f;
+    int best_q = 0;
+    AllSizes<D, PIV, GROUP_MAX>::run(sky, best, best_q);
+    best_q = FirstOf<D, PIV, GROUP_MAX>::run(sky, best_q, best);
 
     red_v[warp][lane] = best;
-    red_p[warp][lane] = best_p;
+    red_p[warp][lane] = best_q;
     __syncthreads();
     if (warp == 0 && first + lane < n_tasks) {
         float v = red_v[0][lane];
-        int pp = red_p[0][lane];
+        int qq = red_p[0][lane];
         for (int u = 1; u < WARPS; ++u) {
             const float x = red_v[u][lane];
             const int q = red_p[u][lane];
-            if (x > v || (x == v && q < pp)) { v = x; pp = q; }
+            if (x > v || (x == v && q < qq)) { v = x; qq = q; }
         }
         const long long out = (long long)c * n_trials1 + k;
         out_rc[out] = v;
-        out_pix[out] = pp;
+        out_pix[out] = order[(long long)PIV * n_dir + qq];
     }
 }
 
 // One launch for all pivots: block b runs tasks [block_first[b], block_first[b] + 32) of its pivot's
 // flattened (candidate, trial) list (cand holds each pivot's candidates, concatenated).
 template <int D>
-__global__ void __launch_bounds__(TILE, MIN_BLOCKS)
+__global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS)
 coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot,
              const int* __restrict__ block_pivot, const long long* __restrict__ block_first,
              const long long* __restrict__ pivot_tasks, const int* __restrict__ cand,
              const long long* __restrict__ slot, const long long* __restrict__ sample,
-             const float4* __restrict__ records, const int* __restrict__ win_start,
-             const int* __restrict__ row_base, const int n_dir, const int n_trials1, const long long step,
+             const int* __restrict__ keys, const float4* __restrict__ proj, const int* __restrict__ size,
+             const int* __restrict__ order, const int* __restrict__ win_start, const int* __restrict__ row_base,
+             const int n_dir, const int n_groups, const int n_trials1, const long long step,
              const long long lo, const long long span, float* __restrict__ out_rc, int* __restrict__ out_pix)
 {
     extern __shared__ float2 win[];
     __shared__ long long row_start[D][32];
     __shared__ long long series[D][32];
-    __shared__ float4 tile[TILE * Layout<D>::NREC];
+    __shared__ __align__(16) int tile_keys[TILE / Layout<D>::NREC * Layout<D>::KEY];
+    __shared__ float4 tile_proj[TILE];
     __shared__ float red_v[WARPS][32];
     __shared__ int red_p[WARPS][32];
     const int piv = block_pivot[blockIdx.x];
@@ -167,67 +296,81 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
     // pivot_tasks[piv]: where the pivot's candidates start in cand (as tasks), and its task count
     const long long offset = pivot_tasks[2 * piv], n_tasks = pivot_tasks[2 * piv + 1];
     const int* cand_p = cand + offset / n_trials1;
-#define SKY_CASE(P) case P: if (P < D) sky_block<D, (P < D ? P : 0)>(win, row_start, series, tile, red_v, red_p, snr, n, \
-        n_slot, cand_p, slot, sample, records, win_start, row_base, n_dir, n_trials1, step, lo, span, first, \
-        n_tasks, out_rc, out_pix); break;
+#define SKY_CASE(P) case P: if (P < D) sky_block<D, (P < D ? P : 0)>(win, row_start, series, tile_keys, tile_proj, red_v, red_p, snr, n, \
+        n_slot, cand_p, slot, sample, keys, proj, size, order, win_start, row_base, n_dir, n_groups, n_trials1, \
+        step, lo, span, first, n_tasks, out_rc, out_pix); break;
     switch (piv) { SKY_CASE(0) SKY_CASE(1) SKY_CASE(2) SKY_CASE(3) }
 #undef SKY_CASE
 }
 """
 
 WARPS = 8
-MIN_BLOCKS = 2  # resident blocks per SM the compiler must allow (caps registers at 65536 / (256 x MIN_BLOCKS))
 STRIDE = 33  # shared-memory row length in float2: 32 lanes plus one against bank conflicts
 SHARED_LIMIT = 200 * 1024  # dynamic shared memory a block may ask for (H100/H200 allow 227 KB in all)
 MAX_DETECTORS = 4
 INSTANTIATIONS = tuple(range(1, MAX_DETECTORS + 1))
+#: Compile-time tuning (benchmarks/coherent_kernel.py --define times others):
+#: MIN_BLOCKS, resident blocks per SM the compiler must allow (caps registers at 65536 / (256 MIN_BLOCKS));
+#: UNROLL_RECORDS, projection float4s in flight per warp (groups of K directions run
+#: UNROLL_RECORDS / K at a time, 1 to 4); TILE, projection float4s staged in shared memory at a time.
+DEFINES = {"MIN_BLOCKS": 3, "UNROLL_RECORDS": 4, "TILE": 512}
+
+
+def source() -> str:
+    """The kernel source with its compile-time constants."""
+    return "".join(f"#define {k} {v}\n" for k, v in ({"GROUP_MAX": GROUP_MAX} | DEFINES).items()) + SOURCE
 
 
 def kernel_name(n_det: int) -> str:
     return f"coherent_max<{n_det}>"
 
 
-def record_floats(n_det: int) -> int:
-    """Floats per direction record (a multiple of 4): offsets (16-bit pairs), then the projection."""
+def projection_floats(n_det: int) -> int:
+    """Floats per direction in the kernel's projection table (a multiple of 4)."""
     geo = 3 if n_det == 3 else (2 * n_det + 3 if n_det >= 4 else 0)
-    return 4 * max(1, -(-(n_det // 2 + geo) // 4))
+    return 4 * max(1, -(-geo // 4))
+
+
+def key_ints(n_det: int) -> int:
+    """Ints per group key: the byte offsets of the ``n_det - 1`` other detectors, padded to 1, 2 or 4."""
+    return 1 if n_det <= 2 else (2 if n_det == 3 else 4)
 
 
 @functools.cache
 def _module():
     import cupy
 
-    return cupy.RawModule(code=f"#define MIN_BLOCKS {MIN_BLOCKS}\n" + SOURCE, options=("-std=c++17",),
+    return cupy.RawModule(code=source(), options=("-std=c++17",),
                           name_expressions=tuple(kernel_name(d) for d in INSTANTIATIONS))
 
 
-def device_table(offsets: np.ndarray, projection: np.ndarray) -> dict:
+def device_table(table) -> dict:
     """Host-side layout of a sky table for the kernel: per pivot, each detector's window start
     (``start``, ``(D, D)``), shared-memory rows (``row_base``, ``(D, D+1)``, prefix sums of the
-    window widths, the pivot's own width 0) and one record per direction (``records``,
-    ``(D, P, record_floats(D))`` float32): the non-pivot detectors' row offsets within their
-    windows, times ``STRIDE``, as 16-bit fields in the leading words, then the projection."""
+    window widths, the pivot's own width 0), and for the table's direction groups
+    (:attr:`~gwbatch.coherent.network.SkyTable.groups`) their keys (``keys``, ``(D, G,
+    key_ints(D))`` int32: each non-pivot detector's byte offset from a lane's column of the
+    windows), the projection in evaluation order (``proj``, ``(D, P, projection_floats(D))``
+    float32), the bounds of each group size (``size``) and the order itself (``order``)."""
+    offsets, groups = table.offsets, table.groups
     n_det, n_dir, _ = offsets.shape
     if n_det > MAX_DETECTORS:
         raise ValueError(f"the CUDA kernel handles up to {MAX_DETECTORS} detectors, not {n_det}")
     start = offsets.min(axis=1).astype(np.int32)  # (pivot, j)
     width = (offsets.max(axis=1) - start + 1).astype(np.int32)
     width[np.arange(n_det), np.arange(n_det)] = 0
-    if width.max() * STRIDE >= 1 << 16:
-        raise ValueError(f"arrival windows of {width.max()} samples exceed the kernel's 16-bit offsets: "
-                         f"lower the sample rate of the SNR series")
     row_base = np.zeros((n_det, n_det + 1), np.int32)
     row_base[:, 1:] = np.cumsum(width, axis=1)
-    words = n_det // 2
-    records = np.zeros((n_det, n_dir, record_floats(n_det)), np.float32)
+    n_groups = groups.offsets.shape[1]
+    keys = np.zeros((n_det, n_groups, key_ints(n_det)), np.int32)
+    proj = np.zeros((n_det, n_dir, projection_floats(n_det)), np.float32)
     for piv in range(n_det):
-        rel = (offsets[piv] - start[piv]).astype(np.uint32)[:, [j for j in range(n_det) if j != piv]] * STRIDE
-        packed = np.zeros((n_dir, max(words, 1)), np.uint32)
-        for m in range(n_det - 1):
-            packed[:, m >> 1] |= rel[:, m] << (16 * (m & 1))
-        records[piv, :, :words].view(np.uint32)[:] = packed[:, :words]
-        records[piv, :, words:words + projection.shape[1]] = projection
-    return dict(start=start, row_base=row_base, records=records)
+        others = [j for j in range(n_det) if j != piv]
+        rows = groups.offsets[piv][:, others] - start[piv, others] + row_base[piv, others]
+        keys[piv, :, :n_det - 1] = rows * STRIDE * 8
+        proj[piv, :, :table.projection.shape[1]] = table.projection[groups.order[piv]]
+    return dict(start=start, row_base=row_base, keys=keys, proj=proj, size=groups.size.astype(np.int32),
+                order=groups.order.astype(np.int32))
 
 
 def launch_plan(pivot: np.ndarray, n_det: int, n_trials: int, rows: np.ndarray) -> dict:
@@ -259,7 +402,7 @@ def device_sky_table(table) -> dict:
     import cupy
 
     if "cuda-kernel" not in table.device:
-        host = device_table(table.offsets, table.projection)
+        host = device_table(table)
         table.device["cuda-kernel"] = {k: cupy.asarray(v) for k, v in host.items()} | {"rows": host["row_base"][:, -1]}
     return table.device["cuda-kernel"]
 
@@ -275,8 +418,9 @@ def launch(snr, slot, sample, table, plan: dict, n_trials, step, lo, span, rho_c
         kernel.max_dynamic_shared_size_bytes = plan["shared"]
     kernel((plan["blocks"],), (32 * WARPS,), (
         snr, cupy.int64(n), cupy.int32(n_slot), plan["block_pivot"], plan["block_first"], plan["pivot_tasks"],
-        plan["order"], slot, sample, dev["records"], dev["start"], dev["row_base"], cupy.int32(table.n_dir),
-        cupy.int32(n_trials + 1), cupy.int64(step), cupy.int64(lo), cupy.int64(span), rho_c2, pixel),
+        plan["order"], slot, sample, dev["keys"], dev["proj"], dev["size"], dev["order"], dev["start"],
+        dev["row_base"], cupy.int32(table.n_dir), cupy.int32(table.groups.offsets.shape[1]), cupy.int32(n_trials + 1),
+        cupy.int64(step), cupy.int64(lo), cupy.int64(span), rho_c2, pixel),
         shared_mem=plan["shared"])
 
 

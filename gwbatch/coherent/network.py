@@ -19,6 +19,7 @@ minute, so chunks up to 30 minutes are within gstlal's refresh interval of 1800 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +52,69 @@ class SkyTable:
     @property
     def n_det(self) -> int:
         return int(self.fplus.shape[1])
+
+    @functools.cached_property
+    def groups(self) -> "DirectionGroups":
+        """The directions grouped by their non-pivot offsets (:func:`direction_groups`), made once."""
+        return direction_groups(self.offsets)
+
+
+#: Most directions in one group of :class:`DirectionGroups` (larger sets of directions that share
+#: their offsets are split into groups of this size and a remainder).
+GROUP_MAX = 8
+
+
+@dataclass(frozen=True)
+class DirectionGroups:
+    """Per pivot, the sky's directions in evaluation order, grouped by the sample offsets of the
+    other detectors (directions of a group read the same samples and differ only in projection).
+
+    ``order[pivot, q]``: the direction evaluated ``q``-th (int32 ``(D, P)``), which also breaks exact
+    ties of the sky maximum (the first in this order wins, on every backend).  Groups of ``k``
+    directions (``k = 1 .. GROUP_MAX``) come together, by size: ``size[pivot, k - 1] = (g0, g1, q0)``
+    says groups ``g0 .. g1 - 1`` hold ``k`` directions each, from position ``q0`` on.  ``offsets[pivot,
+    g]`` (int32 ``(D, G, D)``) are group ``g``'s arrival offsets (the pivot's is 0); ``G`` is the
+    largest group count over pivots (unused rows are 0).
+    """
+
+    order: np.ndarray
+    size: np.ndarray
+    offsets: np.ndarray
+
+
+def direction_groups(offsets: np.ndarray, group_max: int = GROUP_MAX) -> DirectionGroups:
+    """Group ``offsets[pivot, p, j]`` (:class:`SkyTable`) into :class:`DirectionGroups`: directions
+    sorted by their offsets, then by index; each set sharing offsets cut into groups of
+    ``group_max`` and a remainder; groups ordered by size, then by offsets."""
+    n_det, n_dir, _ = offsets.shape
+    orders, sizes, keys = [], [], []
+    for piv in range(n_det):
+        off = offsets[piv]
+        by_key = np.lexsort((np.arange(n_dir),) + tuple(off[:, j] for j in reversed(range(n_det))))
+        key = off[by_key]
+        new = np.ones(n_dir, bool)
+        new[1:] = np.any(key[1:] != key[:-1], axis=1)
+        first = np.flatnonzero(new)
+        count = np.diff(np.append(first, n_dir))
+        set_of = np.cumsum(new) - 1  # which set of equal offsets each sorted direction is in
+        rank = np.arange(n_dir) - first[set_of]  # position within its set
+        piece = rank // group_max
+        size = np.minimum(group_max, count[set_of] - piece * group_max)
+        stream = np.lexsort((rank, piece, set_of, size))  # by size, then set, then piece, then rank
+        orders.append(by_key[stream].astype(np.int32))
+        heads = stream[rank[stream] % group_max == 0]  # the first direction of each group, in order
+        keys.append(key[heads])
+        bounds = np.zeros((group_max, 3), np.int32)
+        group_size = size[heads]
+        for k in range(1, group_max + 1):
+            g0, g1 = np.searchsorted(group_size, [k, k + 1])
+            bounds[k - 1] = g0, g1, int(np.sum(group_size[:g0]))
+        sizes.append(bounds)
+    n_groups = max(len(k) for k in keys)
+    padded = np.zeros((n_det, n_groups, n_det), np.int32)
+    for piv, k in enumerate(keys):
+        padded[piv, :len(k)] = k
+    return DirectionGroups(np.stack(orders), np.stack(sizes), padded)
 
 
 def projection(fplus: np.ndarray, fcross: np.ndarray, sigma: np.ndarray) -> np.ndarray:

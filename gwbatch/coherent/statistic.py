@@ -21,8 +21,9 @@ is the energy of ``Z`` in the span of ``A_p = [sigma F+, sigma Fx]``, the null S
 - ``D >= 4``: ``rho_c^2 = beta^H Q beta`` with ``beta = A^T Z`` and ``Q = (A^T A)^-1``, and
   ``rho_null^2 = |Z|^2 - rho_c^2``.
 
-The result per (candidate, trial) is the maximum of ``rho_c^2`` over directions (the first
-direction on ties), its direction, and the null SNR² there.
+The result per (candidate, trial) is the maximum of ``rho_c^2`` over directions, its direction (on
+exact ties the first in the table's evaluation order, :attr:`SkyTable.groups`, on every backend),
+and the null SNR² there.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def _energies(zr, zi, proj, p):
 
 
 @numba.njit(parallel=True, cache=True)
-def _max_over_sky(snr, slot, sample, pivot, offsets, proj, n_trials, step, lo, span, rho_c2, pixel):
+def _max_over_sky(snr, slot, sample, pivot, offsets, proj, order, n_trials, step, lo, span, rho_c2, pixel):
     n_det = snr.shape[0]
     n_dir = offsets.shape[1]
     for task in numba.prange(slot.size * (n_trials + 1)):
@@ -98,8 +99,9 @@ def _max_over_sky(snr, slot, sample, pivot, offsets, proj, n_trials, step, lo, s
         s, piv, t = slot[c], pivot[c], sample[c]
         zr = np.empty(n_det)
         zi = np.empty(n_det)
-        best, best_p = -1.0, 0
-        for p in range(n_dir):
+        best, best_p = -1.0, order[piv, 0]
+        for q in range(n_dir):
+            p = order[piv, q]
             for j in range(n_det):
                 z = snr[j, s, _wrap(t + offsets[piv, p, j] + k * step * (j - piv), lo, span)]
                 zr[j] = z.real
@@ -152,7 +154,7 @@ def sky_argmax(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, ste
     shape = (args[1].size, n_trials + 1)
     rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
     offsets, proj = _table_on(np, table)
-    _max_over_sky(*args, offsets, proj, n_trials, step, lo, span, rho_c2, pixel)
+    _max_over_sky(*args, offsets, proj, table.groups.order, n_trials, step, lo, span, rho_c2, pixel)
     return rho_c2, pixel
 
 
