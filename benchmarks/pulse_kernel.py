@@ -37,13 +37,13 @@ PLAN = [32] + [16] * 8
 
 
 def round_inputs(xp, plan, kind: str, mean: float, std: float, threshold: float):
-    """Per-round kernel constants, on the device (made once, as the search does per series)."""
+    """Per-round kernel constants (host arrays, made once, as the search does per series)."""
     out = []
     for rnd in plan.rounds:
         widths = np.arange(rnd.first_width, rnd.last_width + 1)
         d = rnd.decimation
         consts = round_constants(kind, widths, mean * d, sigma_n(widths, std * np.sqrt(d), "white"), threshold)
-        out.append((rnd, xp.asarray(consts)))
+        out.append((rnd, consts))
     return out
 
 

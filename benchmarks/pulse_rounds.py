@@ -41,15 +41,14 @@ def round_ms(cupy, mod, kind: str, series, valid, n: int, rnd, consts, threshold
     count = cupy.zeros(1, cupy.uint64)
     cap = max(1 << 14, n_out // 32)
     hits = cupy.empty(cap, cupy.int64), cupy.empty(cap, cupy.int32), cupy.empty(cap, cupy.float32)
-    kernel = mod._kernel(kind == "energy", rnd.first_width, rnd.last_width)
-    per_block = mod.THREADS * mod.SPT
-    args = (series, cupy.int64(series.size), cupy.int64(n_out), valid, cupy.int64(d), consts, cupy.float32(threshold),
-            nxt, cupy.int64(nxt.size), count, cupy.int64(cap), *hits)
+    energy = kind == "energy"
+    block = mod.block_length(energy, rnd.first_width, rnd.last_width, consts) if hasattr(mod, "block_length") else 1
+    args = (series, valid, d, rnd.first_width, rnd.last_width, cupy.asarray(consts), threshold, energy, n_out, count,
+            *hits, nxt)
 
     def launch():
         count.fill(0)
-        kernel((max(1, -(-series.size // per_block)),), (mod.THREADS,), args,
-               shared_mem=(per_block + rnd.last_width - 1) * 4)
+        mod._launch(*args, block) if block > 1 else mod._launch(*args)
 
     launch()
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
@@ -89,11 +88,13 @@ def main(argv=None) -> int:
             for spt in (int(v) for v in args.spt.split(",")):
                 mod.SPT = spt
                 mod._kernel.cache_clear()
+                blocks = [mod.block_length(kind == "energy", r.first_width, r.last_width, c)
+                          if hasattr(mod, "block_length") else 1 for r, c in rounds]
                 per = [round_ms(cupy, mod, kind, inputs[k], valid, n, rnd, consts, 6.0)
                        for k, (rnd, consts) in enumerate(rounds)]
                 total = sum(per)
                 print(f"{kind:9s} {label} SPT {spt}: {total:.3f} ms per series, {n / (total * 1e-3):.3e} samples/s; "
-                      f"rounds (us) {[round(1e3 * t) for t in per]}", flush=True)
+                      f"rounds (us) {[round(1e3 * t) for t in per]}, widths per test {blocks}", flush=True)
     return 0
 
 

@@ -19,8 +19,9 @@ SIGNATURE = ("(const float*, const long long, const long long, const unsigned ch
 SOURCES = {
     "pulse.boxcar_round": (
         pulse_cuda.SOURCE,
-        [f"template __global__ void {pulse_cuda.kernel_name(e, f, l)}{SIGNATURE}"
-         for e in (True, False) for f, l in ((1, 32), (17, 32), (1, 16), (9, 16))],
+        [f"template __global__ void {pulse_cuda.kernel_name(e, f, l, b)}{SIGNATURE}"
+         for e in (True, False) for f, l in ((1, 32), (17, 32), (1, 16), (9, 16)) for b in pulse_cuda.BLOCKS
+         if b == 1 or (e and b <= l - f + 1)],
     ),
     "spiir.spiir_pass": (
         spiir_cuda.SOURCE,

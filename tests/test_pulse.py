@@ -116,6 +116,76 @@ def test_gpu_rounds_equal_the_twin_rounds(threshold):
         np.testing.assert_allclose(gz, z, rtol=1e-5, atol=1e-5)
 
 
+def _energy_series_with_pulses(n: int, plan, seed: int):
+    """Chi-squared (1 dof) noise with boxcar pulses of every round's widths, padded for the plan,
+    and the per-round constants at threshold 6 (white noise, mean 1, sigma sqrt 2 per sample)."""
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal(n) ** 2
+    for start in rng.integers(0, n - 20000, 60):
+        width = int(rng.choice([1, 3, 8, 30, 70, 200, 600, 2000, 7000]))
+        y[start : start + width] += rng.uniform(0.5, 3.0) * 40.0 / np.sqrt(width)
+    y = np.concatenate([y, np.ones(plan.max_width)]).astype(np.float32)
+    consts = []
+    for r in plan.rounds:
+        widths = np.arange(r.first_width, r.last_width + 1)
+        d = r.decimation
+        consts.append(round_constants("energy", widths, 1.0 * d, sigma_n(widths, np.sqrt(2.0 * d), "white"), 6.0))
+    return y, consts
+
+
+def test_blocked_threshold_tests_cover_noise_rarely():
+    """The energy series' threshold test covers blocks of widths only where Gaussian noise almost
+    never passes a block test (the margin), one width at a time for the amplitude series; on
+    chi-squared noise the chosen blocks pass a block test at under 1e-3 of the starts."""
+    from gwbatch.pulse._cuda import BLOCK_MARGIN_SNR, block_length
+
+    plan = boxcar_plan([32] + [16] * 8)
+    y, consts = _energy_series_with_pulses(1 << 20, plan, 0)
+    noise = np.random.default_rng(1).standard_normal(1 << 20) ** 2
+    blocks = [block_length(True, r.first_width, r.last_width, c) for r, c in zip(plan.rounds, consts)]
+    assert blocks[0] >= 8 and blocks[3] >= 4 and blocks == sorted(blocks, reverse=True)  # [8, 8, 8, 4, 4, 2, 2, 2, 1]
+    assert all(block_length(False, r.first_width, r.last_width, c) == 1 for r, c in zip(plan.rounds, consts))
+    low = round_constants("energy", np.arange(1, 33), 1.0, sigma_n(np.arange(1, 33), np.sqrt(2.0), "white"), 1.0)
+    assert block_length(True, 1, 32, low) == 1  # a threshold near the noise: every width on its own
+    series = noise.astype(np.float64)
+    for r, c, b in zip(plan.rounds, consts, blocks):
+        nw = r.n_widths
+        t = c[:nw]
+        prefix = np.concatenate([[0.0], np.cumsum(series)])
+        m = series.size - r.last_width
+        passed = np.zeros(m, bool)
+        for j1 in range(0, nw, b):
+            j2 = min(j1 + b, nw) - 1
+            passed |= prefix[r.first_width + j2 : r.first_width + j2 + m] - prefix[:m] >= t[j1]
+        assert passed.mean() < 1e-3, (r, b, passed.mean())
+        series = series[: series.size // 2 * 2 : 2] + series[1 : series.size // 2 * 2 : 2]
+    assert BLOCK_MARGIN_SNR >= 3.5
+
+
+@pytest.mark.gpu
+def test_gpu_blocked_energy_rounds_equal_the_twin_rounds():
+    """The energy series' rounds with blocked threshold tests on prefix sums (GPU) find exactly the
+    starts of the twin's per-width test: the same starts, widths, SNRs within 1e-5, in every round
+    of the suite's plan, with pulses of every round's widths."""
+    import cupy
+
+    from gwbatch.pulse._cuda import block_length
+    from gwbatch.pulse.boxcar import run_rounds
+
+    n, plan = 1 << 20, boxcar_plan([32] + [16] * 8)
+    y, consts = _energy_series_with_pulses(n, plan, 3)
+    assert block_length(True, 1, 32, consts[0]) > 1
+    valid = (np.random.default_rng(4).random(n) > 0.01).astype(np.uint8)
+    cpu = run_rounds(y, valid, plan.rounds, lambda k, _s: consts[k], 6.0, True, n)
+    gpu = run_rounds(cupy.asarray(y), cupy.asarray(valid), plan.rounds, lambda k, _s: consts[k], 6.0, True, n)
+    hits = [a[0].size for a in cpu]
+    assert min(hits) > 0 and sum(hits) > 1000, hits
+    for (i, w, z), (gi, gw, gz) in zip(cpu, gpu):
+        np.testing.assert_array_equal(gi, i)
+        assert np.mean(gw == w) > 0.98  # ties to float32 precision aside
+        np.testing.assert_allclose(gz, z, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kind", ["amplitude", "energy"])
 @pytest.mark.parametrize("w", [1, 4, 16, 64])
 def test_snr_calibrated_in_gaussian_noise(kind, w):
