@@ -14,7 +14,7 @@ whatever it runs at: under Nsight Compute (locked at 1.5 GHz) the kernel took 1.
 (results/coherent_h200_ncu.txt).
 
 usage: python benchmarks/coherent_kernel.py [--backend cupy|numpy] [--repeat 20] [--out results.json]
-       [--define TILE=512 UNROLL_RECORDS=8,MIN_BLOCKS=3 ...]
+       [--define TILE=256 WARPS=16,MIN_BLOCKS=2 ...]
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main() -> int:
                 print(f"{label + ', ' + variant:42s} {t * 1e3:8.3f} ms", flush=True)
             _cuda.DEFINES.clear()
             _cuda.DEFINES.update(default)
-        _cuda._module.cache_clear()
+            _cuda._module.cache_clear()
         case = problem(1000, 5, 2048.0)
         snr = cupy.asarray(case["snr"])
         rest = {k: v for k, v in case.items() if k != "snr"}

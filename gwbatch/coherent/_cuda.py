@@ -33,7 +33,6 @@ import numpy as np
 from gwbatch.coherent.network import GROUP_MAX
 
 SOURCE = r"""
-#define WARPS 8
 #define STRIDE 33
 
 template <int D> struct Layout {
@@ -304,21 +303,32 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
 }
 """
 
-WARPS = 8
 STRIDE = 33  # shared-memory row length in float2: 32 lanes plus one against bank conflicts
 SHARED_LIMIT = 200 * 1024  # dynamic shared memory a block may ask for (H100/H200 allow 227 KB in all)
 MAX_DETECTORS = 4
 INSTANTIATIONS = tuple(range(1, MAX_DETECTORS + 1))
-#: Compile-time tuning (benchmarks/coherent_kernel.py --define times others):
-#: MIN_BLOCKS, resident blocks per SM the compiler must allow (caps registers at 65536 / (256 MIN_BLOCKS));
-#: UNROLL_RECORDS, projection float4s in flight per warp (groups of K directions run
+#: Compile-time tuning (benchmarks/coherent_kernel.py --define times others; its entries override
+#: the profile's): UNROLL_RECORDS, projection float4s in flight per warp (groups of K directions run
 #: UNROLL_RECORDS / K at a time, 1 to 4); TILE, projection float4s staged in shared memory at a time.
-DEFINES = {"MIN_BLOCKS": 3, "UNROLL_RECORDS": 4, "TILE": 512}
+DEFINES = {"UNROLL_RECORDS": 4, "TILE": 512}
+#: Warps per block (they share the block's 32 tasks' windows and split the directions) and the
+#: resident blocks per SM the compiler must allow (registers <= 65536 / (32 WARPS MIN_BLOCKS)).
+#: Eight warps while three blocks' windows fit in an SM's shared memory (2048 Hz: 0.91 ms at the seed
+#: configuration against 0.97 with sixteen), sixteen beyond (4096 Hz: 1.60 ms against 2.03).
+PROFILES = {8: {"WARPS": 8, "MIN_BLOCKS": 3}, 16: {"WARPS": 16, "MIN_BLOCKS": 2}}
+SM_SHARED = 228 * 1024  # shared memory of an H100/H200 SM
+STATIC_SHARED = 18 * 1024  # the kernel's own shared arrays (tiles, reductions), at most
 
 
-def source() -> str:
-    """The kernel source with its compile-time constants."""
-    return "".join(f"#define {k} {v}\n" for k, v in ({"GROUP_MAX": GROUP_MAX} | DEFINES).items()) + SOURCE
+def warps_for(shared: int) -> int:
+    """Warps per block for windows of ``shared`` bytes per block (see ``PROFILES``)."""
+    return 8 if 3 * (shared + STATIC_SHARED) <= SM_SHARED else 16
+
+
+def source(warps: int = 8) -> str:
+    """The kernel source with its compile-time constants for ``warps`` per block."""
+    defines = {"GROUP_MAX": GROUP_MAX} | PROFILES[warps] | DEFINES
+    return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + SOURCE
 
 
 def kernel_name(n_det: int) -> str:
@@ -337,10 +347,10 @@ def key_ints(n_det: int) -> int:
 
 
 @functools.cache
-def _module():
+def _module(warps: int):
     import cupy
 
-    return cupy.RawModule(code=source(), options=("-std=c++17",),
+    return cupy.RawModule(code=source(warps), options=("-std=c++17",),
                           name_expressions=tuple(kernel_name(d) for d in INSTANTIATIONS))
 
 
@@ -392,7 +402,7 @@ def launch_plan(pivot: np.ndarray, n_det: int, n_trials: int, rows: np.ndarray) 
     if shared > SHARED_LIMIT:
         raise ValueError(f"the arrival windows need {shared} bytes of shared memory per block, more than "
                          f"{SHARED_LIMIT}: lower the sample rate of the SNR series")
-    return dict(blocks=int(block_pivot.size), shared=shared, order=cupy.asarray(order),
+    return dict(blocks=int(block_pivot.size), shared=shared, warps=warps_for(shared), order=cupy.asarray(order),
                 pivot_tasks=cupy.asarray(pivot_tasks), block_pivot=cupy.asarray(block_pivot),
                 block_first=cupy.asarray(block_first.astype(np.int64)))
 
@@ -413,10 +423,11 @@ def launch(snr, slot, sample, table, plan: dict, n_trials, step, lo, span, rho_c
 
     n_det, n_slot, n = snr.shape
     dev = device_sky_table(table)
-    kernel = _module().get_function(kernel_name(n_det))
+    warps = DEFINES.get("WARPS", plan["warps"])
+    kernel = _module(warps).get_function(kernel_name(n_det))
     if plan["shared"] > 48 * 1024:  # beyond the default 48 KB a kernel opts in (cuFuncSetAttribute)
         kernel.max_dynamic_shared_size_bytes = plan["shared"]
-    kernel((plan["blocks"],), (32 * WARPS,), (
+    kernel((plan["blocks"],), (32 * warps,), (
         snr, cupy.int64(n), cupy.int32(n_slot), plan["block_pivot"], plan["block_first"], plan["pivot_tasks"],
         plan["order"], slot, sample, dev["keys"], dev["proj"], dev["size"], dev["order"], dev["start"],
         dev["row_base"], cupy.int32(table.n_dir), cupy.int32(table.groups.offsets.shape[1]), cupy.int32(n_trials + 1),
