@@ -5,8 +5,10 @@
 
 Simulates the store when it is missing (``--workers`` processes), then runs ``gwbatch run`` once per
 GPU count with ``CUDA_VISIBLE_DEVICES`` set to that many GPUs (``LocalCUDACluster``: one worker per
-GPU), into the same output directory (``--overwrite``, so the SPIIR banks built by the first run are
-reused).  Per run it records the wall time of each stage, the strain-seconds searched per
+GPU), into the same output directory (``--overwrite``).  The SPIIR members keep their placed
+templates and built banks in ``--bank-cache`` (default ``<out>.banks``, outside the output directory
+that ``--overwrite`` replaces), so only the first run places and builds them and every run's
+preparation is the same: measuring each detector's PSD and loading its bank.  Per run it records the wall time of each stage, the strain-seconds searched per
 GPU-second of the chunk stage, the GPU utilisation the workers sampled, and the largest GPU memory a
 task of each search used against the plan's estimate.  Scaling efficiency against the smallest GPU
 count is T_small * n_small / (T_n * n) for the chunk stage (the part that runs on the GPUs) and for
@@ -41,6 +43,17 @@ def simulate(store: Path, duration: float, sample_rate: float, seed: int, worker
 
 #: ``gwbatch run``'s exit status when ``--stop-after`` stopped it with chunks left.
 STOPPED = 6
+
+
+def bank_cache_sets(config: Path, cache: Path) -> list[str]:
+    """``--set`` items that point every SPIIR search of ``config`` at the bank cache ``cache``."""
+    import yaml
+
+    spec = yaml.safe_load(config.read_text())
+    if "searches" in spec:
+        return [f"searches.{name}.search.bank_cache={cache}" for name, member in spec["searches"].items()
+                if member.get("search", {}).get("kind") == "spiir"]
+    return [f"search.bank_cache={cache}"] if spec.get("search", {}).get("kind") == "spiir" else []
 
 
 def run(config: Path, out: Path, gpus: int, sets: list[str], *, first_gpu: int = 0, resume: bool = False,
@@ -110,6 +123,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes that simulate the store")
     p.add_argument("--set", action="append", default=[], help="extra campaign overrides")
+    p.add_argument("--bank-cache", type=Path, help="SPIIR bank cache shared by the runs (default: <out>.banks)")
     p.add_argument("--result", type=Path, help="JSON file to write")
     p.add_argument("--first-gpu", type=int, default=0, help="use GPUs from this index on (default 0)")
     p.add_argument("--stop-after", type=float, help="passed to gwbatch run: start no chunk task after this many seconds")
@@ -130,7 +144,8 @@ def main(argv=None) -> int:
               "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "runs": []}
     if not (args.store / "zarr.json").exists():
         record["simulate_seconds"] = simulate(args.store, args.duration, args.sample_rate, args.seed, args.workers)
-    sets = [f"data.store={args.store}", *args.set]
+    cache = args.bank_cache or args.out.with_name(args.out.name + ".banks")
+    sets = [f"data.store={args.store}", *bank_cache_sets(args.config, cache), *args.set]
     for n in [int(g) for g in args.gpus.split(",")]:
         done = run(args.config, args.out, n, sets, first_gpu=args.first_gpu, resume=args.resume,
                    stop_after=args.stop_after)

@@ -235,6 +235,9 @@ class SpiirSearchConfig(StrictModel):
     threshold: PositiveFloat = Field(5.5, description="single-detector |z| threshold")
     cluster_window: PositiveFloat = Field(0.1, description="keep the loudest trigger within this many seconds")
     batch: PositiveInt = Field(256, description="templates filtered per pass")
+    bank_cache: Path | None = Field(
+        None, description="directory of placed templates and built banks, by fingerprint (configuration, PSD, "
+                          "templates); default <output>/banks. Campaigns that name the same directory share them")
     coherent: CoherentConfig = CoherentConfig()
 
     @field_validator("psd")

@@ -110,3 +110,19 @@ def test_ncu_summary_reads_the_details_page(tmp_path):
     assert lines[0] == "| figure | void coherent_max<3> [0] |"
     assert "| duration | 1,388,064 ns |" in lines and "| registers / thread | 46 register/thread |" in lines
     assert "| shared bank conflicts | n/a |" in lines
+
+
+def test_scale_runs_share_the_bank_cache(tmp_path):
+    """benchmarks/scale.py points every SPIIR search of its campaign at one bank cache outside the
+    output directory each run replaces, and the overrides are valid campaign keys."""
+    from benchmarks.scale import bank_cache_sets
+    from gwbatch.config import load_run
+
+    cache = tmp_path / "scale.banks"
+    sets = bank_cache_sets(ROOT / "configs" / "one-day.yaml", cache)
+    assert sets == [f"searches.spiir.search.bank_cache={cache}"]
+    suite = load_run(ROOT / "configs" / "one-day.yaml", sets)
+    (spiir,) = [m for m in suite.members.values() if m.search.kind == "spiir"]
+    assert spiir.search.bank_cache == cache
+    assert bank_cache_sets(ROOT / "configs" / "gw150914.yaml", cache) == [f"search.bank_cache={cache}"]
+    assert bank_cache_sets(ROOT / "configs" / "demo.yaml", cache) == []

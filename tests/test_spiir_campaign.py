@@ -121,6 +121,27 @@ def test_banks_are_cached_per_detector(runs, small_store, bank_file, monkeypatch
     assert bank_mod.placed_templates(cfg, psd, run.out / "banks") == place(cfg, psd)
 
 
+def test_campaigns_share_a_bank_cache(runs, small_store, bank_file, tmp_path, monkeypatch):
+    """With ``search.bank_cache`` a new campaign (a new output directory) takes the placed
+    templates and the built banks of an earlier one from that directory: nothing is placed or built
+    again, the manifest names the shared files, and the candidates are the same."""
+    from workflow import bank as bank_mod
+    from workflow import prepare as prepare_mod
+
+    first = runs[256.0]
+    shared = first.out / "banks"
+    monkeypatch.setattr(bank_mod, "place", lambda *a: pytest.fail("placed again"))
+    monkeypatch.setattr(prepare_mod, "build_bank", lambda *a, **k: pytest.fail("built again"))
+    campaign = spiir_campaign(small_store, bank_file, tmp_path / "again", 256.0)
+    campaign = campaign.model_copy(update={"search": campaign.search.model_copy(update={"bank_cache": shared})})
+    again = run_campaign(campaign, progress=False)
+    assert not (again.out / "banks").exists()
+    files = {b["file"] for b in again.manifest["resources"]["banks"].values()}
+    assert len(files) == 2 and all(str(shared) in f for f in files)
+    a, b = first.reduced.candidates, again.reduced.candidates
+    assert len(a) == len(b) and np.array_equal(a["gps_time"].to_numpy(), b["gps_time"].to_numpy())
+
+
 def test_bank_cli_place_build_summary(bank_file, tmp_path, capsys):
     """`gwbatch bank place` writes the placed points as a bank file; `bank build` from that file
     builds the same bank the YAML spec would; `bank summary` reports its filters and overlaps."""

@@ -4,9 +4,10 @@ The pulse search needs nothing.  The SPIIR search needs a built bank per detecto
 are placed once (with the configured design curve, so every detector has the same templates) and
 the filters are built for each detector's PSD: its own data's Welch-median PSD over the first
 ``psd_seconds`` of the span, as the chunks' truncated whitening filter sees it (``psd: data``;
-:func:`gwbatch.conditioning.whiten.effective_psd`), or a design curve.  Banks are cached in
-``DIR/banks/`` by fingerprint (configuration, PSD, templates), and so are the placed templates, so
-a resumed or repeated campaign reuses them.
+:func:`gwbatch.conditioning.whiten.effective_psd`), or a design curve.  Banks are cached by
+fingerprint (configuration, PSD, templates) in ``search.bank_cache`` (default ``DIR/banks/``), and
+so are the placed templates, so a resumed or repeated campaign reuses them, and campaigns that
+share a cache directory share their banks.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def prepare(campaign: Campaign, plan: Plan, meta: StoreMeta, outdir: Path, progr
     if abs(cfg.sample_rate - meta.sample_rate) > 1e-9:
         raise ConfigError(f"bank {search.bank} is for {cfg.sample_rate:g} Hz but store {meta.path} is at "
                           f"{meta.sample_rate:g} Hz; set sample_rate in the bank file to the data's rate")
-    cache = outdir / "banks"
+    cache = search.bank_cache or outdir / "banks"
     templates = placed_templates(cfg, design(search.placement_psd, meta.sample_rate), cache)
     psds = {}
     for ifo in plan.ifos:
