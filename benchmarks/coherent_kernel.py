@@ -34,7 +34,7 @@ from benchmarks.timing import median_seconds  # noqa: E402
 from gwbatch._xp import device_name  # noqa: E402
 from gwbatch.coherent.network import network_geometry  # noqa: E402
 from gwbatch.coherent.sky import sky_grid  # noqa: E402
-from gwbatch.coherent.statistic import _inputs, _max_over_sky, max_over_sky  # noqa: E402
+from gwbatch.coherent.statistic import _inputs, _max_over_sky, max_over_sky, twin_tables  # noqa: E402
 
 GPS = 1187008882.4
 IFOS = ("H1", "L1", "V1")
@@ -124,7 +124,7 @@ def main() -> int:
         case = problem(n_cand, 5, 2048.0)
         snr, slot, sample, pivot = _inputs(np, case["snr"], case["slot"], case["sample"], case["pivot"])
         tab = case["table"]
-        a = (snr, slot, sample, pivot, tab.offsets, tab.projection, tab.groups.order, n_trials, 204, 0, snr.shape[2])
+        a = (snr, slot, sample, pivot, *twin_tables(tab), n_trials, 204, 0, snr.shape[2])
         out = (np.empty((n_cand, n_trials + 1)), np.empty((n_cand, n_trials + 1), np.int32))
         t = median_seconds(lambda: _max_over_sky(*a, *out), max(1, args.repeat // 5))  # the warm-up call compiles
         evals = n_cand * (n_trials + 1) * 12288

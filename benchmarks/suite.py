@@ -186,7 +186,7 @@ def spiir_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
 def coherent_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     """Seed 000 table III: 1000 candidates x (100 trials + zero lag) x 12288 directions x 3 detectors."""
     from benchmarks.coherent_kernel import problem, time_cuda
-    from gwbatch.coherent.statistic import _inputs, _max_over_sky
+    from gwbatch.coherent.statistic import _inputs, _max_over_sky, twin_tables
 
     n_cand, n_trials, order, fs = (50 if quick else 1000), 100, 5, 2048.0
     n_dir = 12 * 4**order
@@ -196,7 +196,7 @@ def coherent_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     snr, slot, sample, pivot = _inputs(np, small["snr"], small["slot"], small["sample"], small["pivot"])
     tab = small["table"]
     out = (np.empty((sub, n_trials + 1)), np.empty((sub, n_trials + 1), np.int32))
-    args = (snr, slot, sample, pivot, tab.offsets, tab.projection, tab.groups.order, n_trials, int(0.1 * fs), 0, snr.shape[2])
+    args = (snr, slot, sample, pivot, *twin_tables(tab), n_trials, int(0.1 * fs), 0, snr.shape[2])
     twin = median_seconds(lambda: _max_over_sky(*args, *out), max(1, repeat // 5)) * n_cand / sub
     if backend == "cupy":
         ms = time_cuda(problem(n_cand, order, fs), n_trials, int(0.1 * fs), repeat)[0] * 1e3

@@ -55,22 +55,18 @@ def _wrap(i, lo, span):
 
 
 @numba.njit(cache=True, inline="always")
-def _energies(zr, zi, proj, p):
-    """(rho_c^2, rho_null^2) of Z = zr + i zi in direction p (float64)."""
+def _coherent_energy(zr, zi, total, proj, p):
+    """rho_c^2 of Z = zr + i zi, with |Z|^2 = total, in direction p (float64)."""
     n_det = zr.size
-    total = 0.0
-    for j in range(n_det):
-        total += zr[j] * zr[j] + zi[j] * zi[j]
     if n_det <= 2:
-        return total, 0.0
+        return total
     if n_det == 3:
         nr = 0.0
         ni = 0.0
         for j in range(3):
             nr += float(proj[p, j]) * zr[j]
             ni += float(proj[p, j]) * zi[j]
-        null = nr * nr + ni * ni
-        return total - null, null
+        return total - (nr * nr + ni * ni)
     ar = 0.0
     ai = 0.0
     br = 0.0
@@ -85,14 +81,16 @@ def _energies(zr, zi, proj, p):
     q00 = float(proj[p, 2 * n_det])
     q01 = float(proj[p, 2 * n_det + 1])
     q11 = float(proj[p, 2 * n_det + 2])
-    coh = q00 * (ar * ar + ai * ai) + 2.0 * q01 * (ar * br + ai * bi) + q11 * (br * br + bi * bi)
-    return coh, total - coh
+    return q00 * (ar * ar + ai * ai) + 2.0 * q01 * (ar * br + ai * bi) + q11 * (br * br + bi * bi)
 
 
 @numba.njit(parallel=True, cache=True)
-def _max_over_sky(snr, slot, sample, pivot, offsets, proj, order, n_trials, step, lo, span, rho_c2, pixel):
+def _max_over_sky(snr, slot, sample, pivot, group_offsets, group_size, order, proj, n_trials, step, lo, span,
+                  rho_c2, pixel):
+    """The sky maximum per (candidate, trial) over the groups of :attr:`SkyTable.groups` (the
+    directions of a group read the same samples, so ``Z`` and ``|Z|^2`` are formed once per group),
+    in evaluation order: the first direction in that order wins an exact tie."""
     n_det = snr.shape[0]
-    n_dir = offsets.shape[1]
     for task in numba.prange(slot.size * (n_trials + 1)):
         c = task // (n_trials + 1)
         k = task % (n_trials + 1)
@@ -100,17 +98,29 @@ def _max_over_sky(snr, slot, sample, pivot, offsets, proj, order, n_trials, step
         zr = np.empty(n_det)
         zi = np.empty(n_det)
         best, best_p = -1.0, order[piv, 0]
-        for q in range(n_dir):
-            p = order[piv, q]
-            for j in range(n_det):
-                z = snr[j, s, _wrap(t + offsets[piv, p, j] + k * step * (j - piv), lo, span)]
-                zr[j] = z.real
-                zi[j] = z.imag
-            coh, _ = _energies(zr, zi, proj, p)
-            if coh > best:
-                best, best_p = coh, p
+        for size in range(group_size.shape[1]):
+            g0, g1, q0 = group_size[piv, size]
+            for g in range(g0, g1):
+                total = 0.0
+                for j in range(n_det):
+                    z = snr[j, s, _wrap(t + group_offsets[piv, g, j] + k * step * (j - piv), lo, span)]
+                    zr[j] = z.real
+                    zi[j] = z.imag
+                    total += zr[j] * zr[j] + zi[j] * zi[j]
+                q = q0 + (g - g0) * (size + 1)
+                for d in range(size + 1):
+                    p = order[piv, q + d]
+                    coh = _coherent_energy(zr, zi, total, proj, p)
+                    if coh > best:
+                        best, best_p = coh, p
         rho_c2[c, k] = best
         pixel[c, k] = best_p
+
+
+def twin_tables(table: SkyTable) -> tuple:
+    """What the numba twin reads of ``table``: group offsets, group sizes, order, projection."""
+    groups = table.groups
+    return groups.offsets, groups.size, groups.order, table.projection
 
 
 def _table_on(xp, table: SkyTable) -> tuple:
@@ -153,8 +163,7 @@ def sky_argmax(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, ste
         return max_over_sky_cuda(*args, table, n_trials, step, lo, span, pivot_host=pivot_host)
     shape = (args[1].size, n_trials + 1)
     rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
-    offsets, proj = _table_on(np, table)
-    _max_over_sky(*args, offsets, proj, table.groups.order, n_trials, step, lo, span, rho_c2, pixel)
+    _max_over_sky(*args, *twin_tables(table), n_trials, step, lo, span, rho_c2, pixel)
     return rho_c2, pixel
 
 
