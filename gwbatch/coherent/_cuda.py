@@ -20,8 +20,7 @@ maximum and the evaluation position of the first group that reached it; the dire
 group is found at the end by evaluating the group once more.  Warps are combined through shared
 memory (the earliest position on ties), and the position becomes the direction through ``order``.
 Against one direction at a time this halves the instructions per evaluation (29.5 to about 15 at
-the seed configuration).
-Arithmetic is float32.
+the seed configuration).  Arithmetic is float32.
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ struct Sky {
     float zpr, zpi, pivot_energy;
 };
 
-// rho_c^2 of Z (zr, zi; total = |Z|^2) in a direction with projection w (statistic._energies).
+// rho_c^2 of Z (zr, zi; total = |Z|^2) in a direction with projection w (statistic._coherent_energy).
 template <int D>
 __device__ __forceinline__ float coherent_energy(const float* w, const float* zr, const float* zi, const float total)
 {
