@@ -6,6 +6,7 @@ import itertools
 import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -125,23 +126,40 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
         bar.close()
 
 
+class _Skipped:
+    """The result of a task that found the stop flag set when it started (see :func:`_unless_stopped`)."""
+
+
+def _unless_stopped(flag: str, fn: Callable, *args):
+    """``fn(*args)``, unless the cluster-wide stop flag ``flag`` (a :class:`distributed.Event`) is set."""
+    from distributed import Event
+
+    return _Skipped() if Event(flag).is_set() else fn(*args)
+
+
 def _on_dask(client, ordered: Sequence[Call], deadline: float | None, retries: int, window: int):
-    """Yield ``(call, future)`` for each finished or failed future (cancelled ones are dropped),
-    keeping at most ``window`` tasks in the cluster and refilling in priority order when half have
-    finished; at ``deadline`` nothing more is submitted and what is not executing is cancelled."""
-    from distributed import as_completed
+    """Yield ``(call, future)`` for each finished or failed future (cancelled and skipped ones are
+    dropped), keeping at most ``window`` tasks in the cluster and refilling in priority order when
+    half have finished.  With a ``deadline`` every task first looks at a cluster-wide stop flag: at
+    the deadline the flag is set, nothing more is submitted and what is not executing is cancelled.
+    A task that starts after that (one the cancellation missed) sees the flag and does nothing, and
+    one that started before is executing and is waited for, so no task's work is thrown away."""
+    from distributed import Event, as_completed
 
     queue, futures = iter(ordered), {}  # in flight: future -> call
     lock, stopped, completed = threading.Lock(), threading.Event(), as_completed()
+    flag = Event(f"gwbatch-stop-{uuid.uuid4().hex}", client=client) if deadline is not None else None
 
     def submit(n: int) -> None:
         with lock:
             for c in itertools.islice(queue, 0 if stopped.is_set() else n):
-                future = client.submit(c.fn, *c.args, key=c.key, pure=False, priority=c.priority, retries=retries)
+                fn, args = (c.fn, c.args) if flag is None else (_unless_stopped, (flag.name, c.fn, *c.args))
+                future = client.submit(fn, *args, key=c.key, pure=False, priority=c.priority, retries=retries)
                 futures[future] = c
                 completed.add(future)
 
     def stop() -> None:
+        flag.set()  # first: whatever starts from now on does nothing
         with lock:
             stopped.set()
             waiting = list(futures)
@@ -160,8 +178,9 @@ def _on_dask(client, ordered: Sequence[Call], deadline: float | None, retries: i
                 refill = window - len(futures) if len(futures) <= window // 2 else 0
             if refill:  # in batches: one submission per finished task costs the scheduler more
                 submit(refill)
-            if future.status != "cancelled":
-                yield call, future
+            if future.status == "cancelled" or (future.status == "finished" and isinstance(future.result(), _Skipped)):
+                continue
+            yield call, future
     finally:
         if timer is not None:
             timer.cancel()
