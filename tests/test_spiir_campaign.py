@@ -142,6 +142,19 @@ def test_campaigns_share_a_bank_cache(runs, small_store, bank_file, tmp_path, mo
     assert len(a) == len(b) and np.array_equal(a["gps_time"].to_numpy(), b["gps_time"].to_numpy())
 
 
+def test_bank_cache_that_is_a_file_is_refused(small_store, bank_file, tmp_path):
+    """A bank cache that cannot be a directory is a configuration error naming it, before any task."""
+    from gwbatch.errors import ConfigError
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    campaign = spiir_campaign(small_store, bank_file, tmp_path / "out", 256.0)
+    campaign = campaign.model_copy(update={"search": campaign.search.model_copy(update={"bank_cache": blocker})})
+    with pytest.raises(ConfigError, match="search.bank_cache .*not-a-dir"):
+        run_campaign(campaign, progress=False)
+    assert not list((tmp_path / "out").glob("chunks/*")) and not (tmp_path / "out" / "candidates.parquet").exists()
+
+
 def test_bank_cli_place_build_summary(bank_file, tmp_path, capsys):
     """`gwbatch bank place` writes the placed points as a bank file; `bank build` from that file
     builds the same bank the YAML spec would; `bank summary` reports its filters and overlaps."""

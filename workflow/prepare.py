@@ -42,6 +42,11 @@ def prepare(campaign: Campaign, plan: Plan, meta: StoreMeta, outdir: Path, progr
         raise ConfigError(f"bank {search.bank} is for {cfg.sample_rate:g} Hz but store {meta.path} is at "
                           f"{meta.sample_rate:g} Hz; set sample_rate in the bank file to the data's rate")
     cache = search.bank_cache or outdir / "banks"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"search.bank_cache {str(cache)!r} cannot hold banks: {exc.strerror or exc}; "
+                          "name a directory that exists or can be created") from exc
     templates = placed_templates(cfg, design(search.placement_psd, meta.sample_rate), cache)
     psds = {}
     for ifo in plan.ifos:
