@@ -71,12 +71,23 @@ def time_cuda(case: dict, n_trials: int, step: int, repeat: int) -> tuple[float,
     return median_seconds(kernel, repeat, cupy), median_seconds(call, repeat, cupy)
 
 
+def define_variant(text: str) -> dict:
+    """``NAME=V[,NAME=V]`` (integers) for ``--define``: one variant of compile-time constants."""
+    out = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if not name or not value.strip().lstrip("-").isdigit():
+            raise argparse.ArgumentTypeError(f"{item!r} is not NAME=INTEGER (e.g. TILE=256)")
+        out[name] = int(value)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("cupy", "numpy"), default="cupy")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--define", nargs="*", default=[], metavar="NAME=V[,NAME=V]",
+    ap.add_argument("--define", nargs="*", default=[], type=define_variant, metavar="NAME=V[,NAME=V]",
                     help="also time the seed and 4096 Hz configurations with these compile-time constants "
                          "(gwbatch.coherent._cuda.DEFINES), one variant per argument")
     args = ap.parse_args()
@@ -98,8 +109,9 @@ def main() -> int:
         from gwbatch.coherent import _cuda
 
         default = dict(_cuda.DEFINES)
-        for variant in args.define:  # tuning: recompile with other constants
-            _cuda.DEFINES.update({k: int(v) for k, v in (item.split("=") for item in variant.split(","))})
+        for constants in args.define:  # tuning: recompile with other constants
+            variant = ",".join(f"{k}={v}" for k, v in constants.items())
+            _cuda.DEFINES.update(constants)
             _cuda._module.cache_clear()
             for label, fs in (("seed config", 2048.0), ("4096 Hz", 4096.0)):
                 t, _ = time_cuda(problem(1000, 5, fs), n_trials, int(0.1 * fs), args.repeat)

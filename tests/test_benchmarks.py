@@ -126,3 +126,13 @@ def test_scale_runs_share_the_bank_cache(tmp_path):
     assert spiir.search.bank_cache == cache
     assert bank_cache_sets(ROOT / "configs" / "gw150914.yaml", cache) == [f"search.bank_cache={cache}"]
     assert bank_cache_sets(ROOT / "configs" / "demo.yaml", cache) == []
+
+
+def test_coherent_benchmark_refuses_a_bad_define():
+    """``--define`` takes NAME=INTEGER items and names a bad one."""
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "coherent_kernel.py"), "--backend", "numpy",
+                          "--define", "TILE=abc"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "'TILE=abc' is not NAME=INTEGER" in run.stderr
+    from benchmarks.coherent_kernel import define_variant
+
+    assert define_variant("WARPS=16,MIN_BLOCKS=2") == {"WARPS": 16, "MIN_BLOCKS": 2}
