@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import time
 from types import ModuleType
 from typing import Any, Iterator
@@ -18,6 +19,12 @@ import numpy as np
 from gwbatch.errors import ConfigError
 
 BACKENDS = ("numpy", "cupy")
+
+#: Held around every call of a parallel numba kernel: the tasks one worker runs in threads take
+#: turns there, because numba's workqueue threading layer (its fallback without TBB or OpenMP)
+#: aborts the process when two threads enter parallel code at once; each region already uses the
+#: worker's share of the cores.
+HOST_PARALLEL = threading.Lock()
 
 
 @functools.cache
@@ -91,7 +98,8 @@ def to_host(a: Any) -> np.ndarray:
 class StageTimer:
     """Seconds per named stage of a task, summed over its entries (``with timer("read"): ...``).
     On CuPy each stage ends with a device synchronisation, so its GPU work is charged to it and
-    not to the stage that next waits on the device."""
+    not to the stage that next waits on the device (with two tasks on one GPU, also the other
+    task's work queued by then)."""
 
     def __init__(self, backend: str):
         self.seconds: dict[str, float] = {}
@@ -145,14 +153,3 @@ def device_memory_peak(backend: str) -> Iterator[list[int]]:
             yield peak
     finally:
         peak[0] = top[0] - base
-        return
-    pool = cp.get_default_memory_pool()
-    peak[0] = pool.used_bytes()
-
-    def malloc(size: int):
-        mem = pool.malloc(size)
-        peak[0] = max(peak[0], pool.used_bytes())
-        return mem
-
-    with cp.cuda.using_allocator(malloc):
-        yield peak

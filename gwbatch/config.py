@@ -393,7 +393,9 @@ class ClusterConfig(StrictModel):
         "auto", description="where tasks run: auto (local-cuda with GPUs, else local), local, local-cuda, address, "
                             "in-process, or batch jobs on slurm, pbs or htcondor (see cluster.jobqueue)")
     n_workers: PositiveInt | None = Field(None, description="workers (local: default one per core; local-cuda: one per GPU)")
-    threads_per_worker: PositiveInt = 1
+    threads_per_worker: PositiveInt | None = Field(
+        None, description="tasks a local worker runs at once; default 2 on a GPU worker (one task's reading, "
+                          "conditioning and host steps overlap the other's kernels), 1 on a CPU worker")
     memory_limit: str = "auto"
     address: str | None = Field(None, description="scheduler address for kind 'address'")
     dashboard_address: str = ":8787"

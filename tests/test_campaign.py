@@ -249,3 +249,24 @@ def test_code_version_names_only_gwbatch_own_checkout(tmp_path):
     where, version = out.split(" ", 1)
     assert Path(where).resolve().is_relative_to(repo.resolve()), where  # the copy, not this checkout
     assert version.endswith(", None)"), version
+
+
+def test_searches_tasks_are_interleaved_each_longest_first():
+    """Chunk tasks of a multi-search campaign alternate between the searches in proportion to
+    their counts (so a worker running two tasks at once mostly runs two searches side by side),
+    and each search's own tasks keep their longest-first order."""
+    from types import SimpleNamespace
+
+    from workflow.campaign import task_priorities
+
+    def member(name, kind, reads):
+        specs = [SimpleNamespace(index=i, read_start=0, read_stop=n) for i, n in enumerate(reads)]
+        return SimpleNamespace(name=name, todo=specs, campaign=SimpleNamespace(search=SimpleNamespace(kind=kind)),
+                               plan=SimpleNamespace(ifos=("H1", "L1"), n_slides=10))
+
+    members = [member("spiir", "spiir", [100, 120, 100, 100]), member("pulse", "pulse", [100, 100])]
+    priority = task_priorities(members)
+    order = [key for key, _ in sorted(priority.items(), key=lambda kv: -kv[1])]
+    assert [name for name, _ in order] == ["spiir", "pulse", "spiir", "spiir", "pulse", "spiir"]
+    assert [i for name, i in order if name == "spiir"][0] == 1  # its longest task first
+    assert len(set(priority.values())) == len(priority)

@@ -96,3 +96,13 @@ def test_gpu_samples_cover_a_chunk_stage_longer_than_the_workers_history():
     assert whole["seconds"] == length
     once = gpu_utilisation(cluster, t0, t0 + length)  # what a single collection at the end sees
     assert len(once["devices"][0]["t"]) == 7200 and once["mean"] == 50.0
+
+
+def test_a_gpu_worker_runs_two_tasks_and_a_cpu_worker_one():
+    from workflow.cluster import GPU_TASKS_PER_WORKER, tasks_per_worker
+
+    assert GPU_TASKS_PER_WORKER == 2
+    assert tasks_per_worker(ClusterConfig(kind="local-cuda"), "local-cuda") == 2
+    assert tasks_per_worker(ClusterConfig(kind="local"), "local") == 1
+    assert tasks_per_worker(ClusterConfig(kind="local-cuda", threads_per_worker=3), "local-cuda") == 3
+    assert tasks_per_worker(ClusterConfig(kind="auto", threads_per_worker=1), "local-cuda") == 1

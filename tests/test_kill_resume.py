@@ -1,6 +1,7 @@
 """Failures long runs meet: the client killed (SIGKILL) at a random point and the campaign rerun
 with --resume; a Dask worker killed mid-campaign.  Both end with exactly the tables of an
-uninterrupted run.  The campaign runs two searches (burst and pulse) on a 2-worker LocalCluster."""
+uninterrupted run.  The campaign runs two searches (burst and pulse) on a 2-worker LocalCluster.
+Workers that run two tasks at once (as GPU workers do) give the same tables too."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ TABLES = ("candidates.parquet", "burst/candidates.parquet", "burst/background.pa
           "pulse/candidates.parquet", "pulse/background.parquet", "pulse/triggers.parquet")
 
 
-def campaign_file(store: Path, directory: Path, kind: str) -> Path:
+def campaign_file(store: Path, directory: Path, kind: str, **cluster) -> Path:
     path = directory / f"{kind}.yaml"
     path.write_text(yaml.safe_dump({
         "name": "kill",
@@ -38,7 +39,7 @@ def campaign_file(store: Path, directory: Path, kind: str) -> Path:
             "pulse": {"search": {"kind": "pulse", "threshold": 4.0}, "background": {"slides": 40, "slide_step": 1.0}},
         },
         "plan": {"chunk": 32.0},
-        "cluster": {"kind": kind, "n_workers": 2, "dashboard_address": ":0"},
+        "cluster": {"kind": kind, "n_workers": 2, "dashboard_address": ":0", **cluster},
         "backend": "numpy",
     }))
     return path
@@ -149,3 +150,16 @@ def test_stop_after_must_be_positive_seconds(bad, capsys):
         main(["run", "configs/demo.yaml", "--stop-after", bad])
     assert exit_.value.code == 2
     assert f"argument --stop-after: {bad!r} is not a positive number of seconds" in capsys.readouterr().err
+
+
+def test_two_tasks_per_worker_give_the_same_tables(small_store, reference, tmp_path):
+    """Two threads per worker: the searches' tasks run side by side in each worker (their parallel
+    numba kernels taking turns) and the tables are those of the one-at-a-time run."""
+    config = campaign_file(small_store, tmp_path, "local", threads_per_worker=2)
+    out = tmp_path / "run"
+    proc = start(config, out)
+    log = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, log
+    manifest = json.loads((out / "burst" / "manifest.json").read_text())
+    assert manifest["cluster"]["threads_per_worker"] == 2 and manifest["cluster"]["workers"] == 2
+    assert_same_tables(out, reference)

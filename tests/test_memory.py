@@ -68,3 +68,79 @@ def test_run_refused_before_any_task(small_store, tmp_path):
     }))
     assert main(["run", str(cfg), "--no-progress"]) == 2
     assert not list((tmp_path / "out").glob("chunks/*")) and not (tmp_path / "out" / "manifest.json").exists()
+
+
+def _hold_and_record(ledger, need, budget, log, name, seconds):
+    import time
+
+    with ledger.hold(need, budget):
+        log.append(("start", name, time.perf_counter()))
+        time.sleep(seconds)
+        log.append(("end", name, time.perf_counter()))
+
+
+def _intervals(log):
+    start = {n: t for kind, n, t in log if kind == "start"}
+    return {n: (start[n], t) for kind, n, t in log if kind == "end"}
+
+
+def _overlap(a, b):
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_ledger_runs_together_only_what_fits_and_a_task_alone_always():
+    """Two 7-unit tasks in a 10-unit budget take turns; a 2-unit task runs beside either; a task
+    larger than the whole budget runs once nothing of its kind is held (never stalls)."""
+    import threading
+
+    from workflow.memory import Ledger
+
+    ledger, log, budget = Ledger(), [], {"device": 10.0}
+    tasks = [("big1", 7.0, 0.0), ("big2", 7.0, 0.05), ("small", 2.0, 0.1), ("huge", 20.0, 0.15)]
+    threads = []
+    for name, need, delay in tasks:
+        t = threading.Timer(delay, _hold_and_record, (ledger, {"device": need}, budget, log, name, 0.4))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(timeout=30)
+    span = _intervals(log)
+    assert set(span) == {"big1", "big2", "small", "huge"}
+    assert not _overlap(span["big1"], span["big2"])
+    assert _overlap(span["big1"], span["small"])  # 7 + 2 <= 10
+    assert all(not _overlap(span["huge"], span[n]) for n in ("big1", "big2", "small"))
+    assert ledger.held == {"device": 0.0}
+
+
+def test_a_two_thread_worker_runs_tasks_together_only_within_its_budget(tmp_path):
+    """On a worker with two threads and a 1 GiB memory limit (budget 0.7 GiB), two tasks needing
+    0.5 GiB each never run at the same time, while two needing 0.1 GiB do."""
+    from distributed import LocalCluster
+
+    from workflow.cluster import Cluster
+    from workflow.execute import Call, run_calls
+    from workflow.memory import HOST
+
+    def calls(prefix, need, n, priority):
+        return [Call(f"{prefix}-{i}", _timed_sleep, (0.6,), f"{prefix}{i}", priority=priority, need={HOST: need})
+                for i in range(n)]
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, memory_limit="1GiB", processes=True,
+                      dashboard_address=":0") as lc:
+        from distributed import Client
+
+        with Client(lc) as client:
+            cluster = Cluster(client, "address", 1, None, "numpy", 2)
+            done = run_calls(cluster, calls("big", 0.5 * GiB, 2, 0) + calls("small", 0.1 * GiB, 2, 1),
+                             failure=None, desc="tasks", progress=False)
+            by = {call.item: span for call, span in done}
+    assert not _overlap(by["big0"], by["big1"])
+    assert _overlap(by["small0"], by["small1"])
+
+
+def _timed_sleep(seconds: float):
+    import time
+
+    start = time.time()
+    time.sleep(seconds)
+    return start, time.time()

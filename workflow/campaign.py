@@ -30,7 +30,7 @@ from gwbatch.searches import ChunkResult, ChunkSpec, get_search
 from gwbatch.searches.common import candidate_series
 from workflow.cluster import start_cluster
 from workflow.execute import Call, Stopped, TaskFailed, chunk_failure, chunks_failed, run_calls
-from workflow.memory import check_memory, worker_memory
+from workflow.memory import check_memory, task_need, worker_memory
 from workflow.monitor import GpuRecorder
 from workflow.outputs import CHUNKS, prepare_output, read_parts, record_part
 from workflow.plan import Plan, member_plan
@@ -140,7 +140,7 @@ def open_member(name: str, campaign: Campaign, outdir: Path, *, resume: bool, ov
 
 
 def task_cost(member: Member, spec: ChunkSpec) -> float:
-    """Relative cost of a chunk task, for ordering: the longest tasks are submitted first."""
+    """Relative cost of a chunk task, for ordering: each search's longest tasks are submitted first."""
     samples = (spec.read_stop - spec.read_start) * len(member.plan.ifos)
     search = member.campaign.search
     if search.kind == "spiir":
@@ -148,6 +148,20 @@ def task_cost(member: Member, spec: ChunkSpec) -> float:
     if search.kind == "burst":
         return samples * 10.0 * (1 + member.plan.n_slides / 10)
     return float(samples)
+
+
+def task_priorities(members: list[Member]) -> dict[tuple[str, int], float]:
+    """Priorities (higher runs first) of the chunk tasks left, keyed ``(member name, chunk index)``:
+    each search's tasks longest first (:func:`task_cost`), and the searches interleaved in
+    proportion to their task counts.  A worker that runs two tasks at once then mostly runs two
+    searches side by side (a GPU-bound SPIIR task beside a burst or pulse task, whose host steps
+    leave the GPU to it) rather than two tasks of one search that may wait for each other's memory."""
+    ranked = []
+    for m in members:
+        todo = sorted(m.todo, key=lambda s: -task_cost(m, s))
+        ranked += [((i + 0.5) / len(todo), -task_cost(m, s), m.name, s.index) for i, s in enumerate(todo)]
+    ranked.sort()
+    return {(name, index): float(len(ranked) - k) for k, (*_, name, index) in enumerate(ranked)}
 
 
 def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: bool, stages: dict, top: Path,
@@ -173,10 +187,11 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
             f"; dashboard {cluster.dashboard}" if cluster.dashboard else "",
         )
         check_memory({m.name: m.plan for m in members}, {m.name: m.campaign for m in members}, worker_memory(cluster))
-        by_name = {m.name: m for m in members}
+        by_name, priority, gpu = {m.name: m for m in members}, task_priorities(members), cluster.backend == "cupy"
         calls = [
             Call(f"{m.campaign.name}-{m.plan.fingerprint}-chunk-{spec.index:06d}", get_search(m.plan.search).process,
-                 (m.campaign, m.plan.ifos, cluster.backend, m.resources, spec), (m.name, spec), task_cost(m, spec))
+                 (m.campaign, m.plan.ifos, cluster.backend, m.resources, spec), (m.name, spec),
+                 priority[m.name, spec.index], task_need(m.campaign, m.plan, spec, gpu))
             for m in members for spec in m.todo
         ]
         timer, recorder = time.perf_counter(), GpuRecorder(cluster, time.time())
@@ -245,7 +260,8 @@ def failed_manifest(m: Member, cluster, parts: list[dict]) -> dict:
         "plan": {"fingerprint": m.plan.fingerprint, "chunks": len(m.plan.chunks)},
         "failed": [c for c in chunks if c["status"] == "failed"],
         "chunks": chunks,
-        "cluster": {"kind": cluster.kind, "workers": cluster.workers, "backend": cluster.backend},
+        "cluster": {"kind": cluster.kind, "workers": cluster.workers, "threads_per_worker": cluster.threads,
+                    "backend": cluster.backend},
         "timing": {"parts": parts},
     }
 
@@ -493,7 +509,8 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
         "resources": {
             "banks": {ifo: {"file": path, "fingerprint": fp} for ifo, (path, fp) in resources.get("banks", {}).items()},
         },
-        "cluster": {"kind": cluster.kind, "workers": cluster.workers, "dashboard": cluster.dashboard, "backend": cluster.backend},
+        "cluster": {"kind": cluster.kind, "workers": cluster.workers, "threads_per_worker": cluster.threads,
+                    "dashboard": cluster.dashboard, "backend": cluster.backend},
         "devices": sorted({c["device"] for c in chunks}),
         "chunks": chunks,
         "livetime": {

@@ -9,6 +9,12 @@ dask-jobqueue (``cluster.jobqueue``): the scheduler runs in this process, each j
 ``cluster.jobqueue.processes`` workers, and the number of jobs adapts to the pending tasks between
 ``minimum_jobs`` and ``maximum_jobs``.  GPU jobs run ``dask cuda worker``: one worker per GPU.
 
+Tasks per worker: a GPU worker runs :data:`GPU_TASKS_PER_WORKER` tasks at once (``cluster.
+threads_per_worker`` overrides it), so that one task's reading, conditioning and host steps overlap
+another's kernels; the tasks of a worker together stay within its memory
+(:func:`workflow.memory.within_budget`).  A CPU worker runs one task: its kernels already use the
+worker's share of the cores.
+
 Host threads: Dask already starts workers with one BLAS/OpenMP thread; the numba kernels (CPU
 twins, and the host steps of the GPU searches) would otherwise each start a thread per core in
 every worker, so several workers on one node oversubscribe it.  Each worker gets
@@ -37,13 +43,14 @@ log = logging.getLogger("gwbatch")
 @dataclass
 class Cluster:
     """A running cluster: its client (None in-process), resolved kind, workers (batch kinds: the most
-    adaptive scaling may start), dashboard and backend."""
+    adaptive scaling may start), dashboard, backend and tasks per worker."""
 
     client: object | None
     kind: str
     workers: int
     dashboard: str | None
     backend: str
+    threads: int = 1  # tasks a worker runs at once (the most of any worker)
 
 
 def quiet_dask_logs() -> None:
@@ -94,6 +101,20 @@ def worker_threads(workers: int) -> Iterator[None]:
     # this process's environment, changing its own numba's setting under it.
     with dask.config.set({"distributed.nanny.environ.NUMBA_NUM_THREADS": str(host_threads(usable_cores(), workers))}):
         yield
+
+
+#: Tasks a local GPU worker runs at once.  A chunk task's GPU is idle while it reads and conditions
+#: the strain and while its host steps (trigger clustering, the burst search's per-cluster sums) run;
+#: a second task fills those gaps with its kernels.  Measured on the one-day campaign: RESULTS.md.
+GPU_TASKS_PER_WORKER = 2
+
+
+def tasks_per_worker(cfg: ClusterConfig, kind: str) -> int:
+    """Threads (tasks at once) of each local worker: ``cluster.threads_per_worker``, else
+    :data:`GPU_TASKS_PER_WORKER` on ``local-cuda`` and 1 on ``local``."""
+    if cfg.threads_per_worker is not None:
+        return cfg.threads_per_worker
+    return GPU_TASKS_PER_WORKER if kind == "local-cuda" else 1
 
 
 def gpu_count() -> int:
@@ -275,7 +296,8 @@ def _jobqueue_cluster(cfg: ClusterConfig, resolved_backend: str) -> Iterator[Clu
                     "and the job script (gwbatch run CAMPAIGN --dry-run)") from None
             cluster.adapt(minimum_jobs=jq.minimum_jobs, maximum_jobs=jq.maximum_jobs)
             quiet_dask_logs()
-            yield Cluster(client, cfg.kind, jq.maximum_jobs * jq.processes, client.dashboard_link, resolved_backend)
+            yield Cluster(client, cfg.kind, jq.maximum_jobs * jq.processes, client.dashboard_link, resolved_backend,
+                          max(1, jq.cores // jq.processes))
     except BaseException:
         with contextlib.suppress(Exception):  # cancelling jobs that never started must not hide the cause
             cluster.close()
@@ -304,8 +326,9 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
         except OSError as exc:
             raise ConfigError(f"cannot connect to scheduler at cluster.address {cfg.address!r}: {exc}") from None
         with client:
-            workers = len(client.scheduler_info().get("workers", {}))
-            yield Cluster(client, kind, workers, client.dashboard_link, resolved_backend)
+            found = client.scheduler_info(n_workers=-1).get("workers", {}).values()
+            yield Cluster(client, kind, len(found), client.dashboard_link, resolved_backend,
+                          max((int(w.get("nthreads", 1)) for w in found), default=1))
         return
     if kind == "local-cuda":
         try:
@@ -316,7 +339,7 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
             raise ConfigError("cluster.kind 'local-cuda' but NVML reports no GPU; use kind: local")
         with worker_threads(cfg.n_workers or visible_gpus()):
             cluster = LocalCUDACluster(
-                n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker,
+                n_workers=cfg.n_workers, threads_per_worker=tasks_per_worker(cfg, kind),
                 memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address, silence_logs=worker_log_level(),
             )
     else:
@@ -325,11 +348,11 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
 
         with worker_threads(n_workers):
             cluster = LocalCluster(
-                n_workers=n_workers, threads_per_worker=cfg.threads_per_worker, processes=True,
+                n_workers=n_workers, threads_per_worker=tasks_per_worker(cfg, kind), processes=True,
                 memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address,
                 silence_logs=worker_log_level(),
             )
     quiet_dask_logs()
     with cluster, Client(cluster) as client:
         workers = len(cluster.workers)
-        yield Cluster(client, kind, workers, client.dashboard_link, resolved_backend)
+        yield Cluster(client, kind, workers, client.dashboard_link, resolved_backend, tasks_per_worker(cfg, kind))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -56,13 +57,15 @@ def run_tasks(
 @dataclass(frozen=True)
 class Call:
     """One task: ``fn(*args)`` under Dask key ``key``; higher ``priority`` runs first; ``item`` says
-    what it is for (returned with its result)."""
+    what it is for (returned with its result); ``need`` is the memory it holds while it runs
+    (:func:`workflow.memory.task_need`), against the budget of a worker that runs several tasks."""
 
     key: str
     fn: Callable
     args: tuple
     item: object = None
     priority: float = 0.0
+    need: dict | None = None
 
 
 #: Tasks in the cluster at once (submitted, running or finished but not yet collected): enough to
@@ -127,23 +130,33 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
 
 
 class _Skipped:
-    """The result of a task that found the stop flag set when it started (see :func:`_unless_stopped`)."""
+    """The result of a task that found the stop flag set when it started (see :func:`_in_worker`)."""
 
 
-def _unless_stopped(flag: str, fn: Callable, *args):
-    """``fn(*args)``, unless the cluster-wide stop flag ``flag`` (a :class:`distributed.Event`) is set."""
-    from distributed import Event
+def _in_worker(flag: str | None, need: dict | None, fn: Callable, *args):
+    """``fn(*args)`` in a Dask worker: once the worker's running tasks leave it ``need`` in the
+    worker's memory budget (:class:`workflow.memory.Ledger`), and unless by then the cluster-wide
+    stop flag ``flag`` (a :class:`distributed.Event`) is set."""
+    from workflow.memory import LEDGER, worker_budget
 
-    return _Skipped() if Event(flag).is_set() else fn(*args)
+    with LEDGER.hold(need, worker_budget()) if need else contextlib.nullcontext():
+        if flag is not None:
+            from distributed import Event
+
+            if Event(flag).is_set():
+                return _Skipped()
+        return fn(*args)
 
 
 def _on_dask(client, ordered: Sequence[Call], deadline: float | None, retries: int, window: int):
     """Yield ``(call, future)`` for each finished or failed future (cancelled and skipped ones are
     dropped), keeping at most ``window`` tasks in the cluster and refilling in priority order when
-    half have finished.  With a ``deadline`` every task first looks at a cluster-wide stop flag: at
-    the deadline the flag is set, nothing more is submitted and what is not executing is cancelled.
-    A task that starts after that (one the cancellation missed) sees the flag and does nothing, and
-    one that started before is executing and is waited for, so no task's work is thrown away."""
+    half have finished.  Each task waits in its worker until its memory fits beside the worker's
+    running tasks (:func:`_in_worker`).  With a ``deadline`` every task, once it may start, looks at
+    a cluster-wide stop flag: at the deadline the flag is set, nothing more is submitted and what is
+    not executing is cancelled.  A task that starts after that (one the cancellation missed, or one
+    that was waiting for memory) sees the flag and does nothing, and one that started before is
+    executing and is waited for, so no task's work is thrown away."""
     from distributed import Event, as_completed
 
     queue, futures = iter(ordered), {}  # in flight: future -> call
@@ -153,8 +166,8 @@ def _on_dask(client, ordered: Sequence[Call], deadline: float | None, retries: i
     def submit(n: int) -> None:
         with lock:
             for c in itertools.islice(queue, 0 if stopped.is_set() else n):
-                fn, args = (c.fn, c.args) if flag is None else (_unless_stopped, (flag.name, c.fn, *c.args))
-                future = client.submit(fn, *args, key=c.key, pure=False, priority=c.priority, retries=retries)
+                future = client.submit(_in_worker, None if flag is None else flag.name, c.need, c.fn, *c.args,
+                                       key=c.key, pure=False, priority=c.priority, retries=retries)
                 futures[future] = c
                 completed.add(future)
 

@@ -5,11 +5,20 @@ A GPU worker needs the kernels' arrays on its GPU and the host part in its memor
 worker needs both in its memory limit.  A task that does not fit is refused with the setting to
 change: ``plan.chunk`` (every search's memory grows with the samples a task reads) and, for SPIIR,
 ``search.batch`` (templates filtered per pass).
+
+A worker that runs several tasks at once (a GPU worker runs two: :mod:`workflow.cluster`) keeps
+their estimates together within the same fraction of its memory: each task holds its estimate in
+the worker's ledger while it runs (:class:`Ledger`; :func:`workflow.execute.run_calls`) and waits, before it starts, until the
+tasks already running leave room for it.  A task alone always runs, so a run never stalls.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import threading
 from dataclasses import dataclass
+from typing import Iterator
 
 from gwbatch.errors import ConfigError
 from gwbatch.searches import get_search
@@ -46,6 +55,7 @@ def worker_memory(cluster) -> WorkerMemory:
     return WorkerMemory(min(hosts) if hosts else None, min(gpus) if gpus else None)
 
 
+@functools.cache
 def _gpu_memory() -> int:
     """This worker's GPU memory in bytes (its first visible device), 0 without one."""
     try:
@@ -106,3 +116,60 @@ def _largest(fits, upper: int) -> int:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo if lo and fits(lo) else 0
+
+
+#: What a task holds while it runs: bytes of host memory and of GPU memory.
+HOST, DEVICE = "host", "device"
+
+
+def task_need(campaign, plan, spec, gpu: bool) -> dict[str, int]:
+    """The memory one chunk task holds while it runs, by where it lives (:func:`workflow.plan.task_memory`)."""
+    host, work = task_memory(campaign, get_search(campaign.search.kind), spec.read_stop - spec.read_start,
+                             len(plan.ifos))
+    return {HOST: host, DEVICE: work} if gpu else {HOST: host + work}
+
+
+class Ledger:
+    """The memory the running tasks of one worker process hold against its budget."""
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self.held: dict[str, float] = {}
+
+    def _fits(self, need: dict, budget: dict) -> bool:
+        return all(not self.held.get(k) or self.held[k] + v <= budget.get(k, float("inf")) for k, v in need.items())
+
+    @contextlib.contextmanager
+    def hold(self, need: dict[str, float], budget: dict[str, float]) -> Iterator[None]:
+        """Wait until ``need`` fits beside what is held (or nothing of its kinds is held), hold it for
+        the block, then give it back."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._fits(need, budget))
+            for k, v in need.items():
+                self.held[k] = self.held.get(k, 0) + v
+        try:
+            yield
+        finally:
+            with self._changed:
+                for k, v in need.items():
+                    self.held[k] -= v
+                self._changed.notify_all()
+
+
+LEDGER = Ledger()
+
+
+def worker_budget() -> dict[str, float]:
+    """:data:`USABLE` of this worker's memory limit and of its GPU's memory (bytes; a limit that is
+    not known is not enforced)."""
+    from distributed import get_worker
+
+    budget = {}
+    limit = get_worker().memory_manager.memory_limit
+    if limit:
+        budget[HOST] = USABLE * limit
+    device = _gpu_memory()
+    if device:
+        budget[DEVICE] = USABLE * device
+    return budget
+

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from gwbatch._xp import HOST_PARALLEL
+
 #: A rejected direction's statistic.
 REJECTED = -1.0
 
@@ -215,8 +217,9 @@ def skyloop_max(batch: ClusterBatch, table: SkyTable, cuts: SkyLoopCuts) -> tupl
     stat = np.empty(batch.n_clusters)
     best = np.empty(batch.n_clusters, dtype=np.int64)
     if batch.n_clusters:
-        _skyloop(batch.amplitudes, batch.offsets.astype(np.int64), table.ml, table.fplus, table.fcross,
-                 batch.weights, cuts.as_array(), stat, best)
+        with HOST_PARALLEL:
+            _skyloop(batch.amplitudes, batch.offsets.astype(np.int64), table.ml, table.fplus, table.fcross,
+                     batch.weights, cuts.as_array(), stat, best)
     return stat, best
 
 
@@ -236,8 +239,9 @@ def cluster_statistics(batch: ClusterBatch, table: SkyTable, cuts: SkyLoopCuts, 
     directions = np.asarray(directions, np.int64)
     out = np.empty((batch.n_clusters, len(FIELDS)))
     if batch.n_clusters:
-        _at_each(batch.amplitudes, np.asarray(batch.offsets, np.int64), table.ml, table.fplus, table.fcross,
-                 batch.weights, cuts.as_array(), directions, out)
+        with HOST_PARALLEL:
+            _at_each(batch.amplitudes, np.asarray(batch.offsets, np.int64), table.ml, table.fplus, table.fcross,
+                     batch.weights, cuts.as_array(), directions, out)
     return {name: out[:, q] for q, name in enumerate(FIELDS)}
 
 
@@ -246,6 +250,7 @@ def direction_statistics(batch: ClusterBatch, cluster: int, table: SkyTable, cut
     """Every sky-loop quantity of ``cluster`` at ``directions`` (default all), float64 (``FIELDS``)."""
     directions = np.arange(table.n_dir) if directions is None else np.atleast_1d(np.asarray(directions, np.int64))
     out = np.empty((directions.size, len(FIELDS)))
-    _at(batch.amplitudes, int(batch.offsets[cluster]), int(batch.offsets[cluster + 1]), table.ml, table.fplus,
-        table.fcross, batch.weights, cuts.as_array(), directions, out)
+    with HOST_PARALLEL:
+        _at(batch.amplitudes, int(batch.offsets[cluster]), int(batch.offsets[cluster + 1]), table.ml, table.fplus,
+            table.fcross, batch.weights, cuts.as_array(), directions, out)
     return {name: out[:, q] for q, name in enumerate(FIELDS)}

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from gwbatch._xp import array_namespace
+from gwbatch._xp import HOST_PARALLEL, array_namespace
 from gwbatch.coherent.network import SkyTable
 
 
@@ -163,7 +163,8 @@ def sky_argmax(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, ste
         return max_over_sky_cuda(*args, table, n_trials, step, lo, span, pivot_host=pivot_host)
     shape = (args[1].size, n_trials + 1)
     rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
-    _max_over_sky(*args, *twin_tables(table), n_trials, step, lo, span, rho_c2, pixel)
+    with HOST_PARALLEL:
+        _max_over_sky(*args, *twin_tables(table), n_trials, step, lo, span, rho_c2, pixel)
     return rho_c2, pixel
 
 

@@ -19,7 +19,7 @@ import os
 import numba
 import numpy as np
 
-from gwbatch._xp import array_namespace
+from gwbatch._xp import HOST_PARALLEL, array_namespace
 
 
 @numba.njit(parallel=True, cache=True)
@@ -53,7 +53,8 @@ def filter_bank_numba(x, a, b, d, threads: int | None = None) -> np.ndarray:
     unit_first = np.tile(edges[:-1], n_templates)
     unit_last = np.tile(edges[1:], n_templates)
     partial = np.zeros((unit_template.size, x.size), dtype=np.complex64)
-    _filter_units(x, a, b, d, unit_template, unit_first, unit_last, partial)
+    with HOST_PARALLEL:
+        _filter_units(x, a, b, d, unit_template, unit_first, unit_last, partial)
     return partial.reshape(n_templates, groups, x.size).sum(axis=1, dtype=np.complex64)
 
 
