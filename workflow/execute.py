@@ -137,9 +137,12 @@ def _in_worker(flag: str | None, need: dict | None, fn: Callable, *args):
     """``fn(*args)`` in a Dask worker: once the worker's running tasks leave it ``need`` in the
     worker's memory budget (:class:`workflow.memory.Ledger`), and unless by then the cluster-wide
     stop flag ``flag`` (a :class:`distributed.Event`) is set."""
-    from workflow.memory import LEDGER, worker_budget
+    held = contextlib.nullcontext()
+    if need:
+        from workflow.memory import LEDGER, worker_budget
 
-    with LEDGER.hold(need, worker_budget()) if need else contextlib.nullcontext():
+        held = LEDGER.hold(need, worker_budget())
+    with held:
         if flag is not None:
             from distributed import Event
 
