@@ -12,7 +12,7 @@ dask-jobqueue (``cluster.jobqueue``): the scheduler runs in this process, each j
 Tasks per worker: a GPU worker runs :data:`GPU_TASKS_PER_WORKER` tasks at once (``cluster.
 threads_per_worker`` overrides it), so that one task's reading, conditioning and host steps overlap
 another's kernels; the tasks of a worker together stay within its memory
-(:func:`workflow.memory.within_budget`).  A CPU worker runs one task: its kernels already use the
+(:class:`workflow.memory.Ledger`).  A CPU worker runs one task: its kernels already use the
 worker's share of the cores.
 
 Host threads: Dask already starts workers with one BLAS/OpenMP thread; the numba kernels (CPU

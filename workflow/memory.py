@@ -8,8 +8,9 @@ change: ``plan.chunk`` (every search's memory grows with the samples a task read
 
 A worker that runs several tasks at once (a GPU worker runs two: :mod:`workflow.cluster`) keeps
 their estimates together within the same fraction of its memory: each task holds its estimate in
-the worker's ledger while it runs (:class:`Ledger`; :func:`workflow.execute.run_calls`) and waits, before it starts, until the
-tasks already running leave room for it.  A task alone always runs, so a run never stalls.
+the worker's :class:`Ledger` while it runs and waits, before it starts, until the tasks already
+running leave room for it (:func:`workflow.execute.run_calls`).  A task alone always runs, so a
+run never stalls.
 """
 
 from __future__ import annotations
@@ -66,6 +67,22 @@ def _gpu_memory() -> int:
         return 0
 
 
+#: Where a task's memory lives: host memory, and the GPU's memory on a GPU worker.
+HOST, DEVICE = "host", "device"
+
+
+def memory_need(campaign, read_samples: int, n_ifos: int, gpu: bool) -> dict[str, int]:
+    """Bytes a task reading ``read_samples`` holds, by where they live (:func:`workflow.plan.task_memory`):
+    the kernels' arrays on the GPU of a GPU worker, in host memory on a CPU worker."""
+    host, work = task_memory(campaign, get_search(campaign.search.kind), read_samples, n_ifos)
+    return {HOST: host, DEVICE: work} if gpu else {HOST: host + work}
+
+
+def task_need(campaign, plan, spec, gpu: bool) -> dict[str, int]:
+    """The memory chunk task ``spec`` holds while it runs (:func:`memory_need`)."""
+    return memory_need(campaign, spec.read_stop - spec.read_start, len(plan.ifos), gpu)
+
+
 def check_memory(plans: dict[str, object], campaigns: dict[str, object], have: WorkerMemory) -> None:
     """Refuse, naming the setting to change, a plan whose tasks do not fit the workers.
 
@@ -79,20 +96,19 @@ def check_memory(plans: dict[str, object], campaigns: dict[str, object], have: W
         where = f"searches.{name}." if name else ""
         read = max(c.read_stop - c.read_start for c in plan.chunks)
 
-        def need(c=campaign, n=read):  # (host, GPU) bytes of a task reading n samples
-            host, work = task_memory(c, get_search(c.search.kind), n, len(plan.ifos))
-            return (host, work) if gpu else (host + work, 0)
+        def need(c=campaign, n=read):  # bytes by place of a task reading n samples
+            return memory_need(c, n, len(plan.ifos), gpu)
 
-        for part, limit, what in ((0, have.host, "memory limit"), (1, have.device, "GPU memory")):
-            if limit is None or need()[part] <= USABLE * limit:
+        for part, limit, what in ((HOST, have.host, "memory limit"), (DEVICE, have.device, "GPU memory")):
+            if limit is None or need().get(part, 0) <= USABLE * limit:
                 continue
             fixes = []
-            fits = _largest(lambda n: need(n=n)[part] <= USABLE * limit, read)
+            fits = _largest(lambda n: need(n=n).get(part, 0) <= USABLE * limit, read)
             if fits:
                 fixes.append(f"lower {where}plan.chunk ({campaign.plan.chunk:g} s) to about "
                              f"{max(1.0, int(campaign.plan.chunk * fits / read)):g} s")
             if campaign.search.kind == "spiir":
-                batch = _largest(lambda b: need(c=_with_batch(campaign, b))[part] <= USABLE * limit,
+                batch = _largest(lambda b: need(c=_with_batch(campaign, b)).get(part, 0) <= USABLE * limit,
                                  campaign.search.batch)
                 if batch:
                     fixes.append(f"{where}search.batch ({campaign.search.batch}) to about {batch}")
@@ -116,17 +132,6 @@ def _largest(fits, upper: int) -> int:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo if lo and fits(lo) else 0
-
-
-#: What a task holds while it runs: bytes of host memory and of GPU memory.
-HOST, DEVICE = "host", "device"
-
-
-def task_need(campaign, plan, spec, gpu: bool) -> dict[str, int]:
-    """The memory one chunk task holds while it runs, by where it lives (:func:`workflow.plan.task_memory`)."""
-    host, work = task_memory(campaign, get_search(campaign.search.kind), spec.read_stop - spec.read_start,
-                             len(plan.ifos))
-    return {HOST: host, DEVICE: work} if gpu else {HOST: host + work}
 
 
 class Ledger:
