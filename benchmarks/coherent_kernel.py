@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.timing import median_seconds  # noqa: E402
+from benchmarks.timing import define_variant, median_seconds  # noqa: E402
 from gwbatch._xp import device_name  # noqa: E402
 from gwbatch.coherent.network import network_geometry  # noqa: E402
 from gwbatch.coherent.sky import sky_grid  # noqa: E402
@@ -69,17 +69,6 @@ def time_cuda(case: dict, n_trials: int, step: int, repeat: int) -> tuple[float,
     kernel = lambda: launch(snr, slot, sample, table, plan, n_trials, step, 0, span, rho_c2, pixel)  # noqa: E731
     call = lambda: max_over_sky_cuda(*args, table, n_trials, step, 0, span, pivot_host=case["pivot"])  # noqa: E731
     return median_seconds(kernel, repeat, cupy), median_seconds(call, repeat, cupy)
-
-
-def define_variant(text: str) -> dict:
-    """``NAME=V[,NAME=V]`` (integers) for ``--define``: one variant of compile-time constants."""
-    out = {}
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        if not name or not value.strip().lstrip("-").isdigit():
-            raise argparse.ArgumentTypeError(f"{item!r} is not NAME=INTEGER (e.g. TILE=256)")
-        out[name] = int(value)
-    return out
 
 
 def main() -> int:

@@ -50,7 +50,8 @@ def round_inputs(xp, plan, kind: str, mean: float, std: float, threshold: float)
 def kernel_rounds(xp, series, valid, n, rounds, kind: str, threshold: float):
     """Every round's launch (boxcars, threshold, next round's decimated series) for one series."""
     plan_rounds = [rnd for rnd, _ in rounds]
-    results = run_rounds(series, valid, plan_rounds, lambda k, _s: rounds[k][1], threshold, kind == "energy", n)
+    results = run_rounds(series, valid, plan_rounds, lambda k, _s: rounds[k][1], threshold, kind == "energy", n,
+                         measures_series=False)
     return sum(int(r[0].size) for r in results)
 
 

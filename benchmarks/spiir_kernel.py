@@ -9,7 +9,12 @@
 Synthetic filters: |a| in [0.995, 0.9999], random phases (frequencies 20-1000 Hz at 4096 Hz), random
 complex b, delays d_l = 20 l.  Times are CUDA-event medians after a warm-up.
 
+(e) the precision of the kernel's arithmetic (the real second-order form) against float64 filters,
+    on this synthetic bank and, with ``--bank FILE``, on a built bank (each template's largest error
+    relative to its output's peak, white noise input)
+
 usage: python benchmarks/spiir_kernel.py [--backend cupy|numpy] [--repeat 20] [--out results.json]
+                                         [--define GROUP=1 GROUP=4 ...] [--bank FILE.h5]
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.timing import median_seconds  # noqa: E402
+from benchmarks.timing import define_variant, median_seconds  # noqa: E402
 from gwbatch._xp import device_name  # noqa: E402
 
 FS = 4096
@@ -66,10 +71,12 @@ def cuda_median(fn, repeat: int) -> float:
     return median_seconds(fn, repeat, cupy, stream=getattr(fn, "stream", None)) * 1e3
 
 
-def gpu(repeat: int) -> dict:
+def gpu(repeat: int, defines: list[dict]) -> dict:
     import cupy
 
-    from gwbatch.spiir._cuda import filter_bank_cuda, launch_plan, pack, run_class, shifted_input, workspace
+    from gwbatch.spiir import _cuda
+
+    from gwbatch.spiir._cuda import filter_bank_cuda, launch_plan, packed_bank, run_class, shifted_input, workspace
 
     rows = {}
     x = cupy.asarray(np.random.default_rng(1).standard_normal(4096).astype(np.float32))
@@ -79,7 +86,7 @@ def gpu(repeat: int) -> dict:
         replayed CUDA graph, which removes the host's launch overhead for tiny problems)."""
         pad = int(d.max()) + 16
         xs, n4 = shifted_input(x, pad, 4096)
-        args = tuple(cupy.asarray(pack(v, f, dt)) for v, dt in ((a, np.complex64), (b, np.complex64), (d, np.int32)))
+        args = packed_bank(a, b, d, f)
         ws = workspace(args[0].shape[0], args[0].size, 4096, segments)
         fn = lambda: run_class(xs, n4, pad, 4096, *args, f, segments, ws)  # noqa: E731
         return graphed(fn) if graph else fn
@@ -90,6 +97,14 @@ def gpu(repeat: int) -> dict:
     for f in (16, 8, 4):
         t = cuda_median(prepared(a, b, d, f=f), repeat)
         rows[f"a_1024x512x4096_F{f}"] = {"ms": t, "filter_updates_per_s": updates / (t * 1e-3), "planned": f == plan[0]}
+    default = dict(_cuda.DEFINES)
+    for constants in defines:  # tuning: the kernel recompiled with other constants
+        _cuda.DEFINES.update(constants)
+        t = cuda_median(prepared(a, b, d, f=16), repeat)
+        variant = ",".join(f"{k}={v}" for k, v in constants.items())
+        rows[f"a_1024x512x4096_F16_{variant}"] = {"ms": t, "filter_updates_per_s": updates / (t * 1e-3)}
+        _cuda.DEFINES.clear()
+        _cuda.DEFINES.update(default)
     # correctness of this configuration against the CPU twin on a subset
     from gwbatch.spiir.filtering import filter_bank_numba
 
@@ -139,6 +154,47 @@ def fft_matched_filter(repeat: int) -> dict:
     return out
 
 
+def float64_reference(x: np.ndarray, a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``(T, n)`` complex128: every filter by ``scipy.signal.lfilter`` in float64."""
+    from scipy.signal import lfilter
+
+    z = np.zeros((a.shape[0], x.size), np.complex128)
+    for t in range(a.shape[0]):
+        for al, bl, dl in zip(a[t].astype(np.complex128), b[t].astype(np.complex128), d[t]):
+            if bl != 0 and dl < x.size:
+                z[t, dl:] += lfilter([bl], [1.0, -al], x[: x.size - dl].astype(np.float64))
+    return z
+
+
+def complex_form(x: np.ndarray, a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``(T, n)`` complex64: the complex recurrence ``y = a y + b x`` in complex64 (the form the
+    kernels ran before the second-order one), for the precision comparison."""
+    z = np.zeros((a.shape[0], x.size), np.complex64)
+    y = np.zeros(a.shape, np.complex64)
+    xp = np.concatenate([np.zeros(int(d.max()), np.float32), x])
+    for k in range(x.size):
+        y = a * y + b * xp[k + int(d.max()) - d]
+        z[:, k] = y.sum(axis=1)
+    return z
+
+
+def precision(a: np.ndarray, b: np.ndarray, d: np.ndarray, n: int = 4096, templates: int = 4) -> dict:
+    """Largest error of each form relative to its template's peak |z| (worst template), white noise."""
+    from gwbatch.spiir.filtering import filter_bank_numba
+
+    x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    pick = np.linspace(0, a.shape[0] - 1, min(templates, a.shape[0])).astype(int)
+    a, b, d = a[pick], b[pick], d[pick]
+    ref = float64_reference(x, a, b, d)
+    scale = np.abs(ref).max(axis=1)
+
+    def worst(z):
+        return float(np.max(np.abs(z - ref).max(axis=1) / scale))
+
+    return {"templates": pick.tolist(), "samples": n, "second_order_float32": worst(filter_bank_numba(x, a, b, d)),
+            "complex64": worst(complex_form(x, a, b, d))}
+
+
 def cpu(repeat: int) -> dict:
     from scipy.signal import lfilter
 
@@ -178,8 +234,18 @@ def main() -> None:
     ap.add_argument("--backend", default="cupy", choices=("cupy", "numpy"))
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--define", nargs="*", default=[], type=define_variant, metavar="NAME=V[,NAME=V]",
+                    help="also time (a) with these compile-time constants (gwbatch.spiir._cuda.DEFINES), "
+                         "one variant per argument (GPU)")
+    ap.add_argument("--bank", type=Path, help="a built bank (HDF5) whose precision to measure too")
     args = ap.parse_args()
-    rows = gpu(args.repeat) if args.backend == "cupy" else cpu(args.repeat)
+    rows = gpu(args.repeat, args.define) if args.backend == "cupy" else cpu(args.repeat)
+    rows["e_precision_synthetic"] = precision(*synthetic_bank(64, 512))
+    if args.bank:
+        from gwbatch.io.banks import load_bank
+
+        bank = load_bank(args.bank)
+        rows["e_precision_bank"] = {"bank": str(args.bank), **precision(bank.a, bank.b, bank.d, n=1 << 15)}
     result = {"device": device_name(args.backend), "rows": rows}
     print(json.dumps(result, indent=2))
     if args.out:

@@ -3,15 +3,18 @@ published figure, its CPU twin, the peer a user would run instead, and the hardw
 measured in the same run.
 
     python -m benchmarks [--backend auto|cupy|numpy] [--repeat 20] [--quick] [--only spiir,pulse]
-                         [--campaign CONFIG] [--set key=value] [--out benchmarks/results/suite_<device>.json]
+                         [--campaign CONFIG] [--set key=value] [--campaign-out DIR]
+                         [--out benchmarks/results/suite_<device>.json]
 
 Limits, measured first: the FP32 rate (a kernel of independent fused multiply-adds; numba on the
 CPU) in FP32 instructions per second, and the memory bandwidth (a device-to-device copy; a parallel
 numba copy on the CPU), bytes read plus written per second.  Each row's ideal time comes from its
 kernel's cost model and the limit that binds it:
 
-- SPIIR filtering: 8 FP32 instructions per filter update (``b x``: 2 multiplies; ``a y``: 4
-  fused multiply-adds; the sum into the template's output: 2 adds), ALGORITHMS.md §2;
+- SPIIR filtering: 6 FP32 instructions per filter update in the real second-order form both
+  backends run (the state ``s = c1 s1 + c2 s2 + x``: 2 fused multiply-adds; the template's sum
+  ``b s + g s1``, complex: 4), ALGORITHMS.md §2 (the complex recurrence needs 8: ``b x``, 2
+  multiplies; ``a y``, 4; the sum, 2 adds);
 - coherent sky maximum: ``4 N_d + 5`` FP32 instructions per (candidate, trial, direction) (the two
   signal-space projections of ``N_d`` complex SNRs, ``|w0|^2 + |w1|^2`` and the comparison), §3.4;
 - burst sky loop: 37 bytes per (direction, pixel), PycWB's bandwidth model, §4.5;
@@ -143,6 +146,11 @@ def cpu_limits(repeat: int, quick: bool) -> dict:
 # kernels
 
 
+#: FP32 instructions per SPIIR filter update in the form the kernel runs (gwbatch.spiir.filtering.coefficients:
+#: 2 fused multiply-adds for the state, 4 for the template's sum; the complex recurrence needs 8).
+SPIIR_FP32_PER_UPDATE = 6
+
+
 def spiir_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     """Seed 000 table II: 1024 templates x 512 filters x 4096 samples."""
     from benchmarks.spiir_kernel import cuda_median, fft_matched_filter, synthetic_bank
@@ -169,11 +177,11 @@ def spiir_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     if backend == "cupy":
         import cupy
 
-        from gwbatch.spiir._cuda import pack, run_class, shifted_input, workspace
+        from gwbatch.spiir._cuda import packed_bank, run_class, shifted_input, workspace
 
         pad = int(d.max()) + 16
         xs, n4 = shifted_input(cupy.asarray(x), pad, n)
-        packed = tuple(cupy.asarray(pack(v, 16, t)) for v, t in ((a, np.complex64), (b, np.complex64), (d, np.int32)))
+        packed = packed_bank(a, b, d, 16)
         ws = workspace(packed[0].shape[0], packed[0].size, n, 1)
         ms = cuda_median(lambda: run_class(xs, n4, pad, n, *packed, 16, 1, ws), repeat)
         fft = fft_matched_filter(repeat)["64s_segments"]
@@ -183,7 +191,7 @@ def spiir_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     else:
         ms = twin * 1e3
     return Row("SPIIR filtering", f"{n_t} templates x {n_f} filters x {n} samples", ms, updates, "filter updates",
-               "fp32", 8 * updates / limits["fp32_per_s"] * 1e3, "21.4 ms on a P100 (seed 000, table II)",
+               "fp32", SPIIR_FP32_PER_UPDATE * updates / limits["fp32_per_s"] * 1e3, "21.4 ms on a P100 (seed 000, table II)",
                twin * 1e3, n_t / sub, peer, peer_ms, peer_scale, extra)
 
 
@@ -292,14 +300,15 @@ def campaign_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
 
     config = Path(CAMPAIGN["config"])
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "gwbatch", "run", str(config), "--out", tmp, "--overwrite", "--no-progress",
+        out = Path(CAMPAIGN.get("out") or tmp)
+        argv = [sys.executable, "-m", "gwbatch", "run", str(config), "--out", str(out), "--overwrite", "--no-progress",
                 "--set", f"backend={backend}"]
         for item in CAMPAIGN["sets"]:
             argv += ["--set", item]
         run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
         if run.returncode != 0:
             raise SystemExit(f"campaign {config} failed (exit {run.returncode}): {run.stderr.strip()[-800:]}")
-        manifest = json.loads((Path(tmp) / "manifest.json").read_text())
+        manifest = json.loads((out / "manifest.json").read_text())
     stages = {}
     for m in manifest.get("members") or [manifest["timing"]]:  # a campaign of several searches: each one's
         for k, v in m["task_stages"].items():
@@ -346,9 +355,11 @@ def main(argv=None) -> int:
     p.add_argument("--only", default=",".join(ROWS), help=f"comma-separated rows of {', '.join(ROWS)}")
     p.add_argument("--campaign", type=Path, default=CAMPAIGN["config"], help="the end-to-end row's campaign")
     p.add_argument("--set", action="append", default=[], help="overrides for that campaign (key=value)")
+    p.add_argument("--campaign-out", type=Path, help="keep that campaign's outputs here (default: a temporary "
+                                                       "directory, removed)")
     p.add_argument("--out", type=Path, help="JSON file to write")
     args = p.parse_args(argv)
-    CAMPAIGN.update(config=args.campaign, sets=args.set)
+    CAMPAIGN.update(config=args.campaign, sets=args.set, out=args.campaign_out)
     from gwbatch._xp import device_name, resolve_backend
 
     chosen = [k.strip() for k in args.only.split(",") if k.strip()]

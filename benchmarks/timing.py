@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -31,3 +32,14 @@ def median_seconds(fn, repeat: int, xp=np, stream=None) -> float:
             fn()
             times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def define_variant(text: str) -> dict:
+    """``NAME=V[,NAME=V]`` (integers) for ``--define``: one variant of compile-time constants."""
+    out = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if not name or not value.strip().lstrip("-").isdigit():
+            raise argparse.ArgumentTypeError(f"{item!r} is not NAME=INTEGER (e.g. TILE=256)")
+        out[name] = int(value)
+    return out

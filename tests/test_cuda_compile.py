@@ -23,11 +23,14 @@ SOURCES = {
          for e in (True, False) for f, l in ((1, 32), (17, 32), (1, 16), (9, 16)) for b in pulse_cuda.BLOCKS
          if b == 1 or (e and b <= l - f + 1)],
     ),
+    **{f"pulse.boxcar_group {spec}": (pulse_cuda.group_source(spec), [])
+       for spec in (((1, 32, 8), (17, 32, 8), (17, 32, 8), (17, 32, 4)), ((1, 16, 4), (9, 16, 2), (9, 16, 2)),
+                    ((17, 32, 1),), ((1, 32, 1), (17, 32, 1)))},
     "spiir.spiir_pass": (
-        spiir_cuda.SOURCE,
-        [f"template __global__ void {spiir_cuda.pass_name(f)}(const float4*, const long long, const long long, "
-         "const long long, const long long, const float2*, const float2*, const int*, const float2*, float2*, "
-         "float2*, const int, const int);" for f in spiir_cuda.CLASSES],
+        spiir_cuda.source(),
+        [f"template __global__ void {spiir_cuda.pass_name(f)}(const float4*, const int, const long long, "
+         "const long long, const long long, const float2*, const float2*, const float2*, const int*, "
+         "const float2*, float2*, float2*, const int, const int);" for f in spiir_cuda.CLASSES],
     ),
     **{f"coherent.coherent_max, {w} warps": (
         coherent_cuda.source(w),

@@ -163,26 +163,71 @@ def test_blocked_threshold_tests_cover_noise_rarely():
 
 
 @pytest.mark.gpu
-def test_gpu_blocked_energy_rounds_equal_the_twin_rounds():
+@pytest.mark.parametrize("fused", [False, True])
+def test_gpu_blocked_energy_rounds_equal_the_twin_rounds(fused):
     """The energy series' rounds with blocked threshold tests on prefix sums (GPU) find exactly the
     starts of the twin's per-width test: the same starts, widths, SNRs within 1e-5, in every round
-    of the suite's plan, with pulses of every round's widths."""
+    of the suite's plan, with pulses of every round's widths; one launch per round, and the fused
+    kernel (four rounds per launch, then four, then one)."""
     import cupy
 
-    from gwbatch.pulse._cuda import block_length
+    from gwbatch.pulse._cuda import block_length, round_groups
     from gwbatch.pulse.boxcar import run_rounds
 
     n, plan = 1 << 20, boxcar_plan([32] + [16] * 8)
+    assert [len(g) for g in round_groups(len(plan.rounds))] == [4, 4, 1]
     y, consts = _energy_series_with_pulses(n, plan, 3)
     assert block_length(True, 1, 32, consts[0]) > 1
     valid = (np.random.default_rng(4).random(n) > 0.01).astype(np.uint8)
     cpu = run_rounds(y, valid, plan.rounds, lambda k, _s: consts[k], 6.0, True, n)
-    gpu = run_rounds(cupy.asarray(y), cupy.asarray(valid), plan.rounds, lambda k, _s: consts[k], 6.0, True, n)
+    gpu = run_rounds(cupy.asarray(y), cupy.asarray(valid), plan.rounds, lambda k, _s: consts[k], 6.0, True, n,
+                     measures_series=not fused)
     hits = [a[0].size for a in cpu]
     assert min(hits) > 0 and sum(hits) > 1000, hits
     for (i, w, z), (gi, gw, gz) in zip(cpu, gpu):
         np.testing.assert_array_equal(gi, i)
         assert np.mean(gw == w) > 0.98  # ties to float32 precision aside
+        np.testing.assert_allclose(gz, z, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("plan_widths,n,threshold", [([16, 8, 8], (1 << 18) + 12345, 6.0), ([32, 16, 16, 16, 16], 1 << 19, 2.0),
+                                                    ([8, 4, 4, 4, 4, 4, 4], 100003, 6.0)])
+def test_gpu_fused_rounds_equal_the_twin_rounds(plan_widths, n, threshold):
+    """The fused kernel on other plans and lengths: three rounds in one launch (the one-day
+    campaign's plan) on a length that is no multiple of the tile, a group of four and one of one
+    whose first rounds overflow their hit lists at a low threshold (run again alone with room for
+    all), and rounds of two widths; every hit as the twin's."""
+    import cupy
+
+    from gwbatch.pulse._cuda import capacity
+    from gwbatch.pulse.boxcar import run_rounds
+
+    plan = boxcar_plan(plan_widths)
+    rng = np.random.default_rng(n)
+    y = rng.standard_normal(n) ** 2
+    for start in rng.integers(0, n - 3000, 30):
+        width = int(rng.choice([1, 5, 20, 90, 300]))
+        y[start : start + width] += rng.uniform(0.5, 3.0) * 40.0 / np.sqrt(width)
+    y = np.concatenate([y, np.ones(plan.max_width)]).astype(np.float32)
+    consts = [round_constants("energy", np.arange(r.first_width, r.last_width + 1), 1.0 * r.decimation,
+                              sigma_n(np.arange(r.first_width, r.last_width + 1), np.sqrt(2.0 * r.decimation), "white"),
+                              threshold) for r in plan.rounds]
+    valid = (rng.random(n) > 0.02).astype(np.uint8)
+    cpu = run_rounds(y, valid, plan.rounds, lambda k, _s: consts[k], threshold, True, n)
+    def unmeasured(k, series_k):
+        assert series_k is None  # the fused kernel writes no round's series
+        return consts[k]
+
+    gpu = run_rounds(cupy.asarray(y), cupy.asarray(valid), plan.rounds, unmeasured, threshold, True, n,
+                     measures_series=False)
+    hits = [a[0].size for a in cpu]
+    assert min(hits) > 0, hits
+    if threshold < 3:
+        assert hits[0] > capacity(n)  # the rerun path is taken
+    for (i, w, z), (gi, gw, gz) in zip(cpu, gpu):
+        np.testing.assert_array_equal(gi, i)
+        assert np.mean(gw == w) > 0.98
         np.testing.assert_allclose(gz, z, rtol=1e-5, atol=1e-5)
 
 

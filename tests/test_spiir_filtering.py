@@ -136,14 +136,14 @@ def test_segmented_run_replays_as_cuda_graph():
     """With a preallocated workspace the three-launch segmented run can be captured and replayed."""
     import cupy
 
-    from gwbatch.spiir._cuda import pack, run_class, shifted_input, workspace
+    from gwbatch.spiir._cuda import packed_bank, run_class, shifted_input, workspace
 
     x = np.random.default_rng(4).standard_normal(4096).astype(np.float32)
     a, b, d = random_bank(1, 256, 3000, seed=9)
     ref = filter_bank_numba(x, a, b, d)[0]
     pad = int(d.max()) + 16
     xs, n4 = shifted_input(cupy.asarray(x), pad, 4096)
-    args = tuple(cupy.asarray(pack(v, 1, t)) for v, t in ((a, np.complex64), (b, np.complex64), (d, np.int32)))
+    args = packed_bank(a, b, d, 1)
     ws = workspace(args[0].shape[0], args[0].size, 4096, 32)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:

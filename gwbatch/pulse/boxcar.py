@@ -75,18 +75,21 @@ def boxcar_round_numpy(series, valid, valid_stride: int, first: int, last: int, 
     return idx.astype(np.int64), width, best, nxt
 
 
-def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bool, n: int) -> list[tuple]:
+def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bool, n: int,
+               measures_series: bool = True) -> list[tuple]:
     """All rounds of a plan over one series: host ``(start, width, snr)`` per round.
 
     ``rounds`` are the plan's rounds; ``round_consts(k, series_k)`` gives round ``k``'s constants from
-    its input series (it may measure it).  On the GPU every round is queued without waiting and the
-    results are read back with one synchronisation (:func:`gwbatch.pulse._cuda.run_rounds`); the
-    NumPy twin runs them in turn.
+    its input series, which it may measure; with ``measures_series=False`` it does not, and may be
+    given ``None`` instead (the GPU then runs several rounds per launch without writing their
+    series).  On the GPU every launch is queued without waiting and the results are read back with
+    one synchronisation (:func:`gwbatch.pulse._cuda.run_rounds`); the NumPy twin runs the rounds in
+    turn.
     """
     if array_namespace(series) is not np:
         from gwbatch.pulse._cuda import run_rounds as run_rounds_cuda
 
-        return run_rounds_cuda(series, valid, rounds, round_consts, threshold, energy, n)
+        return run_rounds_cuda(series, valid, rounds, round_consts, threshold, energy, n, measures_series)
     out = []
     for k, rnd in enumerate(rounds):
         d = rnd.decimation

@@ -132,7 +132,8 @@ def raw_triggers(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | N
                                              cfg.threshold))
         return consts[k][1]  # host constants: the GPU path picks its test from them, then uploads
 
-    results = run_rounds(series, valid_u8, plan.rounds, round_consts, cfg.threshold, energy, n)
+    results = run_rounds(series, valid_u8, plan.rounds, round_consts, cfg.threshold, energy, n,
+                         measures_series=cfg.sigma != "white")
     out = [[], [], [], []]
     for k, (idx, width, best) in enumerate(results):
         if idx.size == 0:

@@ -1,25 +1,38 @@
 """CUDA SPIIR filtering: one warp per (template, filter part, time segment).
 
+Arithmetic.  Each filter ``y[k] = a y[k-1] + b x[k-d]`` runs as the real second-order recurrence
+of its two poles ``a``, ``conj(a)`` (:func:`~gwbatch.spiir.filtering.coefficients`): ``s[k] = c1 s[k-1] + c2 s[k-2] + x[k-d]``,
+``y[k] = b s[k] + g s[k-1]``.  An update is then 2 fused multiply-adds for the state and 4 for the
+template's sum, 6 FP32 instructions against the complex recurrence's 8 (2 multiplies for ``b x``, 4
+for ``a y``, 2 adds), and the state's dependency chain is one FMA per sample instead of two.  The
+price is precision: rounding ``c1`` (close to 2 for slow, low-frequency poles) moves the pole by
+~6e-8 / sin(arg a), so a filter's relative error grows to ~6e-8 / (sin(arg a) (1 - |a|)) against the
+complex form's ~3e-8 / (1 - |a|); over whole templates the output differs from a float64 filter by
+~1e-5 of its peak (the complex form: ~1e-6), against the ~1% mismatch of the construction itself
+(benchmarks/RESULTS.md measures both on the one-day bank).
+
 Layout.  A template's filters are spread over a warp, ``F`` per thread (``F`` = 1..16, a template
-class), so a warp holds up to ``32 F`` filters.  Each thread keeps its filters' ``a``, ``b``, delays
-and states in registers and advances them ``NB = 16`` samples at a time, summing the ``F`` outputs
-per sample in registers; the warp then reduces the ``16`` per-sample sums across its 32 lanes with
-a transposing shuffle butterfly (8, 4, 2, 1, then 16), so the cross-filter reduction costs about
-``8 / F`` instructions per filter update instead of the ~20 of a per-sample warp reduction.  One
-warp per template means no block synchronisation and no atomics; a template with more than
-``32 F`` filters gets two parts whose outputs are summed afterwards.  A bank's templates are
-filtered in groups of one layout each (:func:`template_groups`), each group packed to its own
+class), so a warp holds up to ``32 F`` filters.  Each thread keeps its filters' coefficients, input
+offsets and states in registers and advances them ``NB = 16`` samples at a time, summing the ``F``
+outputs per sample in registers; the warp then reduces the ``16`` per-sample sums across its 32
+lanes with a transposing shuffle butterfly (8, 4, 2, 1, then 16), so the cross-filter reduction
+costs about ``8 / F`` instructions per filter update instead of the ~20 of a per-sample warp
+reduction.  One warp per template means no block synchronisation and no atomics; a template with
+more than ``32 F`` filters gets two parts whose outputs are summed afterwards.  A bank's templates
+are filtered in groups of one layout each (:func:`template_groups`), each group packed to its own
 longest template, so short templates do not run the padding of the longest.
 
 Input.  ``x[k - d]`` for 16 consecutive ``k`` is read as four aligned ``float4`` loads through the
 read-only path (seed 000's vectorised loads) from one of four copies of ``x`` shifted by 0..3
-samples, so any delay stays aligned.  ``x`` is padded in front with zeros (the state before the
-first sample is zero) and at the back to a multiple of 16.
+samples, so any delay stays aligned; each filter's offset into them is computed once, and a block of
+samples costs one address instruction per filter.  ``x`` is padded in front with zeros (the state
+before the first sample is zero) and at the back to a multiple of 16.
 
 Time parallelism (seed 002's fine-grained recurrence, as an associative scan on segments).  With few
 templates the time axis is split into ``S`` segments: pass 1 runs every (filter, segment) from a
-zero state and keeps the end state; a small scan kernel carries states across segments,
-``s_i = a^m s_{i-1} + e_{i-1}`` (in float64); pass 2 reruns each segment from its true start state
+zero state and keeps the end state ``(s[k], s[k-1])``; a small scan kernel carries states across
+segments, ``v_i = M^m v_{i-1} + e_{i-1}`` with the recurrence's companion matrix ``M`` (in float64);
+pass 2 reruns each segment from its true start state
 and writes the outputs.  With ``S = 1`` only pass 2 runs.
 """
 
@@ -28,6 +41,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+
+from gwbatch.spiir.filtering import coefficients
 
 SOURCE = r"""
 #define FULL 0xffffffffu
@@ -52,49 +67,54 @@ __device__ __forceinline__ void butterfly(float (&r)[NB], float (&i)[NB], const 
 // Register budget per class: 2 blocks of 128 threads per SM for F = 16 (<= 255 registers), 3 for F = 8.
 template <int F>
 __global__ void __launch_bounds__(128, F >= 16 ? 2 : (F >= 8 ? 3 : 4))
-spiir_pass(const float4* __restrict__ xs, const long long n4, const long long pad,
+spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
            const long long n_pad, const long long seg_len,
-           const float2* __restrict__ a, const float2* __restrict__ b, const int* __restrict__ d,
-           const float2* __restrict__ init, float2* __restrict__ end_state,
+           const float2* __restrict__ c, const float2* __restrict__ b, const float2* __restrict__ g,
+           const int* __restrict__ d, const float2* __restrict__ init, float2* __restrict__ end_state,
            float2* __restrict__ out, const int n_warps, const int n_seg)
 {
     const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (warp >= n_warps) return;
+    constexpr int G = F < GROUP ? F : GROUP;  // filters stepped together
     const int seg = blockIdx.y;
     const long long k_begin = (long long)seg * seg_len;
     const long long k_end = min(n_pad, k_begin + seg_len);
 
-    float ar[F], ai[F], br[F], bi[F], yr[F], yi[F];
-    int dl[F];
+    // Per filter: s[k] = c1 s[k-1] + c2 s[k-2] + x[k - d], y[k] = b s[k] + g s[k-1]; ``at`` is the
+    // float4 index of x[k_begin - d ...] in the copy shifted by (pad - d) mod 4, so the input of the
+    // block of NB samples starting at k0 is at xs + at + (k0 - k_begin) / 4.
+    float c1[F], c2[F], br[F], bi[F], gr[F], gi[F], s1[F], s2[F];
+    int at[F];
 #pragma unroll
     for (int f = 0; f < F; ++f) {
         const long long idx = (long long)warp * 32 * F + f * 32 + lane;
-        const float2 av = a[idx], bv = b[idx];
-        ar[f] = av.x; ai[f] = av.y; br[f] = bv.x; bi[f] = bv.y; dl[f] = d[idx];
+        const float2 cv = c[idx], bv = b[idx], gv = g[idx];
+        c1[f] = cv.x; c2[f] = cv.y; br[f] = bv.x; bi[f] = bv.y; gr[f] = gv.x; gi[f] = gv.y;
+        const long long base = k_begin - d[idx] + pad;
+        const int s = (int)(base & 3);
+        at[f] = s * n4 + (int)((base - s) >> 2);
         if (init != nullptr) {
-            const float2 s = init[idx * n_seg + seg];
-            yr[f] = s.x; yi[f] = s.y;
+            const float2 v = init[idx * n_seg + seg];
+            s1[f] = v.x; s2[f] = v.y;
         } else {
-            yr[f] = 0.0f; yi[f] = 0.0f;
+            s1[f] = 0.0f; s2[f] = 0.0f;
         }
     }
 
-    for (long long k0 = k_begin; k0 < k_end; k0 += NB) {
+    const float4* xk = xs;
+    for (long long k0 = k_begin; k0 < k_end; k0 += NB, xk += NB / 4) {
         float accr[NB], acci[NB];
 #pragma unroll
         for (int j = 0; j < NB; ++j) { accr[j] = 0.0f; acci[j] = 0.0f; }
         // Filters in groups of G: load G x-windows, then step time with G independent recurrences
-        // in flight (the chain of one filter alone would stall on FMA latency).
-        constexpr int G = F < 4 ? F : 4;
+        // in flight.
 #pragma unroll
-        for (int g = 0; g < F; g += G) {
+        for (int h0 = 0; h0 < F; h0 += G) {
             float xv[G][NB];
 #pragma unroll
             for (int f = 0; f < G; ++f) {
-                const long long base = k0 - dl[g + f] + pad;
-                const int s = (int)(base & 3);
-                const float4* src = xs + (long long)s * n4 + ((base - s) >> 2);
+                const float4* src = xk + at[h0 + f];
 #pragma unroll
                 for (int q = 0; q < NB / 4; ++q) {
                     const float4 v = __ldg(src + q);
@@ -105,12 +125,11 @@ spiir_pass(const float4* __restrict__ xs, const long long n4, const long long pa
             for (int j = 0; j < NB; ++j) {
 #pragma unroll
                 for (int f = 0; f < G; ++f) {
-                    const int h = g + f;
-                    const float tr = br[h] * xv[f][j], ti = bi[h] * xv[f][j];
-                    const float nr = fmaf(ar[h], yr[h], fmaf(-ai[h], yi[h], tr));
-                    const float ni = fmaf(ar[h], yi[h], fmaf(ai[h], yr[h], ti));
-                    yr[h] = nr; yi[h] = ni;
-                    accr[j] += nr; acci[j] += ni;
+                    const int h = h0 + f;
+                    const float sn = fmaf(c1[h], s1[h], fmaf(c2[h], s2[h], xv[f][j]));
+                    accr[j] = fmaf(br[h], sn, fmaf(gr[h], s1[h], accr[j]));
+                    acci[j] = fmaf(bi[h], sn, fmaf(gi[h], s1[h], acci[j]));
+                    s2[h] = s1[h]; s1[h] = sn;
                 }
             }
         }
@@ -129,31 +148,39 @@ spiir_pass(const float4* __restrict__ xs, const long long n4, const long long pa
 #pragma unroll
         for (int f = 0; f < F; ++f) {
             const long long idx = (long long)warp * 32 * F + f * 32 + lane;
-            end_state[idx * n_seg + seg] = make_float2(yr[f], yi[f]);
+            end_state[idx * n_seg + seg] = make_float2(s1[f], s2[f]);
         }
     }
 }
 
-// Carry states across segments: s_0 = 0, s_i = a^m s_{i-1} + e_{i-1} (float64), one thread per filter.
-__global__ void spiir_scan(const float2* __restrict__ a, const float2* __restrict__ end_state,
+// Carry states across segments, one thread per filter: with v = (s[k], s[k-1]) and M = [[c1, c2], [1, 0]],
+// v_0 = 0 and v_i = M^m v_{i-1} + e_{i-1} for segments of m samples (float64).
+__global__ void spiir_scan(const float2* __restrict__ c, const float2* __restrict__ end_state,
                            float2* __restrict__ init, const long long n_filters, const int n_seg,
                            const long long seg_len)
 {
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n_filters) return;
-    // a^m by repeated squaring in double precision.
-    double pr = 1.0, pi = 0.0, br = a[idx].x, bi = a[idx].y;
+    // P = M^m by repeated squaring
+    double p00 = 1.0, p01 = 0.0, p10 = 0.0, p11 = 1.0;
+    double q00 = c[idx].x, q01 = c[idx].y, q10 = 1.0, q11 = 0.0;
     for (long long m = seg_len; m > 0; m >>= 1) {
-        if (m & 1) { const double t = pr * br - pi * bi; pi = pr * bi + pi * br; pr = t; }
-        const double t = br * br - bi * bi; bi = 2.0 * br * bi; br = t;
+        if (m & 1) {
+            const double r00 = p00 * q00 + p01 * q10, r01 = p00 * q01 + p01 * q11;
+            const double r10 = p10 * q00 + p11 * q10, r11 = p10 * q01 + p11 * q11;
+            p00 = r00; p01 = r01; p10 = r10; p11 = r11;
+        }
+        const double r00 = q00 * q00 + q01 * q10, r01 = q00 * q01 + q01 * q11;
+        const double r10 = q10 * q00 + q11 * q10, r11 = q10 * q01 + q11 * q11;
+        q00 = r00; q01 = r01; q10 = r10; q11 = r11;
     }
-    double sr = 0.0, si = 0.0;
+    double v0 = 0.0, v1 = 0.0;
     for (int s = 0; s < n_seg; ++s) {
-        init[idx * n_seg + s] = make_float2((float)sr, (float)si);
+        init[idx * n_seg + s] = make_float2((float)v0, (float)v1);
         const float2 e = end_state[idx * n_seg + s];
-        const double t = pr * sr - pi * si + e.x;
-        si = pr * si + pi * sr + e.y;
-        sr = t;
+        const double t = p00 * v0 + p01 * v1 + e.x;
+        v1 = p10 * v0 + p11 * v1 + e.y;
+        v0 = t;
     }
 }
 """
@@ -167,12 +194,25 @@ def pass_name(f: int) -> str:
     return f"spiir_pass<{f}>"
 
 
+#: Compile-time tuning (benchmarks/spiir_kernel.py --define times others): GROUP, the filters whose
+#: recurrences a thread steps together (their input windows are in registers at once).
+DEFINES = {"GROUP": 2}
+
+
+def source() -> str:
+    return "".join(f"#define {k} {v}\n" for k, v in DEFINES.items()) + SOURCE
+
+
 @functools.cache
-def _module():
+def _compiled(text: str):
     import cupy
 
-    return cupy.RawModule(code=SOURCE, options=("-std=c++17",),
+    return cupy.RawModule(code=text, options=("-std=c++17",),
                           name_expressions=tuple(pass_name(f) for f in CLASSES) + ("spiir_scan",))
+
+
+def _module():
+    return _compiled(source())
 
 
 def filters_per_thread(n_filters: int) -> int:
@@ -215,15 +255,18 @@ def launch_plan(n_templates: int, n_filters: int, n_pad: int) -> tuple[int, int]
     return 1, int(max(1, min(-(-4 * sms // warps), n_pad // 128)))
 
 
-def run_class(xs, n4: int, pad: int, n_pad: int, a, b, d, f: int, segments: int = 1, workspace: dict | None = None):
-    """Run packed warp-parts of class ``F`` (``(W, 32 F)`` arrays); returns ``(W, n_pad)`` complex64.
+def run_class(xs, n4: int, pad: int, n_pad: int, c, b, g, d, f: int, segments: int = 1, workspace: dict | None = None):
+    """Run packed warp-parts of class ``F`` (``(W, 32 F)`` arrays of :func:`packed_bank`); returns
+    ``(W, n_pad)`` complex64.
 
     ``workspace`` may hold preallocated ``out`` (and ``end``, ``init`` when segmented) arrays, so the
     launch sequence allocates nothing and can be captured in a CUDA graph and replayed.
     """
     import cupy
 
-    n_warps = a.shape[0]
+    if 4 * n4 >= 2**31:
+        raise ValueError(f"input of {4 * n4} float4s is beyond the kernel's int32 offsets (< 2^31)")
+    n_warps = c.shape[0]
     seg_len = -(-n_pad // segments)
     seg_len = -(-seg_len // NB) * NB
     segments = -(-n_pad // seg_len)
@@ -234,11 +277,11 @@ def run_class(xs, n4: int, pad: int, n_pad: int, a, b, d, f: int, segments: int 
     out = ws.get("out")
     if out is None:
         out = cupy.empty((n_warps, n_pad), dtype=cupy.complex64)
-    args = (xs, cupy.int64(n4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len), a, b, d)
+    args = (xs, cupy.int32(n4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len), c, b, g, d)
     if segments == 1:
         kernel(grid, (THREADS,), (*args, None, None, out, cupy.int32(n_warps), cupy.int32(1)))
         return out
-    n_filters = a.size
+    n_filters = c.size
     end = ws.get("end")
     init = ws.get("init")
     if end is None:
@@ -246,7 +289,7 @@ def run_class(xs, n4: int, pad: int, n_pad: int, a, b, d, f: int, segments: int 
         init = cupy.empty((n_filters, segments), dtype=cupy.complex64)
     kernel(grid, (THREADS,), (*args, None, end, None, cupy.int32(n_warps), cupy.int32(segments)))
     mod.get_function("spiir_scan")((-(-n_filters // 256),), (256,),
-                                   (a, end, init, cupy.int64(n_filters), cupy.int32(segments), cupy.int64(seg_len)))
+                                   (c, end, init, cupy.int64(n_filters), cupy.int32(segments), cupy.int64(seg_len)))
     kernel(grid, (THREADS,), (*args, init, None, out, cupy.int32(n_warps), cupy.int32(segments)))
     return out
 
@@ -286,6 +329,16 @@ def pack(v: np.ndarray, f: int, dtype) -> np.ndarray:
     return full.reshape(n_templates * parts, per_warp)
 
 
+def packed_bank(a: np.ndarray, b: np.ndarray, d: np.ndarray, f: int) -> tuple:
+    """Host ``(T, L)`` filters as the device arrays :func:`run_class` takes, ``(c, b, g, d)`` packed
+    for class ``F`` (:func:`~gwbatch.spiir.filtering.coefficients`, :func:`pack`)."""
+    import cupy
+
+    c, g = coefficients(a, b)
+    return tuple(cupy.asarray(pack(v, f, t)) for v, t in
+                 ((c, np.complex64), (b, np.complex64), (g, np.complex64), (d, np.int32)))
+
+
 def filter_counts(b: np.ndarray) -> np.ndarray:
     """Filters each template of a packed bank uses: slots up to its last non-zero ``b`` (at least 1)."""
     used = b != 0
@@ -310,15 +363,12 @@ def template_groups(counts: np.ndarray) -> list[tuple[tuple[int, int], np.ndarra
 def _run_packed(xs, n4: int, pad: int, n_pad: int, a, b, d, f: int | None, segments: int | None):
     """``(T, n_pad)`` complex64 for packed host arrays ``(T, L)``, in the layout :func:`launch_plan`
     picks unless ``f`` / ``segments`` force one."""
-    import cupy
-
     n_templates, n_slots = a.shape
     plan_f, plan_segments = launch_plan(n_templates, n_slots, n_pad)
     f = f or plan_f
     segments = segments or (plan_segments if f == plan_f else 1)
     parts = -(-n_slots // (32 * f))
-    out = run_class(xs, n4, pad, n_pad, cupy.asarray(pack(a, f, np.complex64)), cupy.asarray(pack(b, f, np.complex64)),
-                    cupy.asarray(pack(d, f, np.int32)), f, segments)
+    out = run_class(xs, n4, pad, n_pad, *packed_bank(a, b, d, f), f, segments)
     return out if parts == 1 else out.reshape(n_templates, parts, n_pad).sum(axis=1)
 
 
