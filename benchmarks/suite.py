@@ -18,8 +18,9 @@ kernel's cost model and the limit that binds it:
 - coherent sky maximum: ``4 N_d + 5`` FP32 instructions per (candidate, trial, direction) (the two
   signal-space projections of ``N_d`` complex SNRs, ``|w0|^2 + |w1|^2`` and the comparison), §3.4;
 - burst sky loop: 37 bytes per (direction, pixel), PycWB's bandwidth model, §4.5;
-- single-pulse boxcars: 12 bytes per input sample (every round reads its series and writes the
-  next round's, halved: 4 B x (1 + 1/2 + 1/2 + ...) read and written), §5.
+- single-pulse boxcars: 4 bytes per input sample, the series read once (the fused kernel reads
+  each sample once plus its tile's halo, ~1.13 times, and writes 1/16 of it per group of rounds;
+  one launch per round moved 12: 4 B x (1 + 1/2 + 1/2 + ...) read and written), §5.
 
 The end-to-end row runs a whole campaign (``--campaign``, default ``configs/demo.yaml``; on the GPU
 machine the one-day campaign of the scale benchmark) and compares the time its kernels ran with the
@@ -277,7 +278,7 @@ def pulse_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     ms = time_on(get_xp("cupy"), n, repeat) * 1e3 if backend == "cupy" else twin * 1e3
     work = float(series * n)
     return Row("single-pulse boxcars", f"{series} series x 2^{log2n} samples, widths 1..{plan.max_width}", ms, work,
-               "samples", "bandwidth", 12 * work / limits["bandwidth_bytes_per_s"] * 1e3,
+               "samples", "bandwidth", 4 * work / limits["bandwidth_bytes_per_s"] * 1e3,
                "seed 004: 17x over an OpenMP CPU (Titan XP); issue 7 asks >= 1.5e11 samples/s", twin * 1e3,
                n / twin_n, f"numpy cumulative-sum boxcars, {widths.size} log-spaced widths, no decimation", peer_ms,
                series * n / peer_n)

@@ -36,6 +36,7 @@ def test_every_row_against_the_limits(quick_suite):
     assert rows["coherent sky maximum"]["work"] == 50 * 101 * 12288
     assert rows["burst sky loop"]["ideal_ms"] == pytest.approx(37 * 12288 * 1000 / lim["bandwidth_bytes_per_s"] * 1e3)
     assert rows["single-pulse boxcars"]["work"] == 3 * 2**20
+    assert rows["single-pulse boxcars"]["ideal_ms"] == pytest.approx(4 * 3 * 2**20 / lim["bandwidth_bytes_per_s"] * 1e3)
     for r in rows.values():
         # no bound on the fraction here: limits measured on a busy test machine are noise
         assert r["ms"] > 0 and r["fraction"] == pytest.approx(r["ideal_ms"] / r["ms"]), r

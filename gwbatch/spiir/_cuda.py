@@ -1,15 +1,15 @@
 """CUDA SPIIR filtering: one warp per (template, filter part, time segment).
 
 Arithmetic.  Each filter ``y[k] = a y[k-1] + b x[k-d]`` runs as the real second-order recurrence
-of its two poles ``a``, ``conj(a)`` (:func:`~gwbatch.spiir.filtering.coefficients`): ``s[k] = c1 s[k-1] + c2 s[k-2] + x[k-d]``,
-``y[k] = b s[k] + g s[k-1]``.  An update is then 2 fused multiply-adds for the state and 4 for the
+of its two poles ``a``, ``conj(a)`` (:func:`~gwbatch.spiir.filtering.coefficients`):
+``s[k] = c1 s[k-1] + c2 s[k-2] + x[k-d]``, ``y[k] = b s[k] + g s[k-1]``.  An update is then 2 fused multiply-adds for the state and 4 for the
 template's sum, 6 FP32 instructions against the complex recurrence's 8 (2 multiplies for ``b x``, 4
 for ``a y``, 2 adds), and the state's dependency chain is one FMA per sample instead of two.  The
 price is precision: rounding ``c1`` (close to 2 for slow, low-frequency poles) moves the pole by
 ~6e-8 / sin(arg a), so a filter's relative error grows to ~6e-8 / (sin(arg a) (1 - |a|)) against the
-complex form's ~3e-8 / (1 - |a|); over whole templates the output differs from a float64 filter by
-~1e-5 of its peak (the complex form: ~1e-6), against the ~1% mismatch of the construction itself
-(benchmarks/RESULTS.md measures both on the one-day bank).
+complex form's ~3e-8 / (1 - |a|); over whole templates of the one-day BNS bank the output is within
+3e-5 of its peak of a float64 filter (the complex form in complex64: 4e-7), against the ~1% mismatch
+of the construction itself (benchmarks/RESULTS.md).
 
 Layout.  A template's filters are spread over a warp, ``F`` per thread (``F`` = 1..16, a template
 class), so a warp holds up to ``32 F`` filters.  Each thread keeps its filters' coefficients, input

@@ -9,8 +9,9 @@ Contract (every backend): for whitened data ``x`` (float32, length ``n``) and a 
 The state starts at zero, so the first ``max(d) + decay`` samples are warm-up: chunks carry a halo
 at least one template long.  Both backends run each filter as the real second-order recurrence of
 its poles ``a`` and ``conj(a)`` in float32 (:func:`coefficients`): 6 FP32 instructions per update
-instead of the complex recurrence's 8, at a relative accuracy of ~1e-5 of the output's peak against
-a float64 filter (the complex recurrence: ~1e-6), well below the construction's own ~1% mismatch.
+instead of the complex recurrence's 8, within ~3e-5 of the output's peak of a float64 filter (the
+complex recurrence in complex64: ~4e-7; benchmarks/RESULTS.md), well below the construction's own
+~1% mismatch.
 """
 
 from __future__ import annotations
