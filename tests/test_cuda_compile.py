@@ -25,7 +25,7 @@ SOURCES = {
     ),
     **{f"pulse.boxcar_group {spec}": (pulse_cuda.group_source(spec), [])
        for spec in (((1, 32, 8), (17, 32, 8), (17, 32, 8), (17, 32, 4)), ((1, 16, 4), (9, 16, 2), (9, 16, 2)),
-                    ((17, 32, 1),), ((1, 32, 1), (17, 32, 1)))},
+                    ((17, 32, 1),), ((1, 32, 1), (17, 32, 1)), ((1, 64, 1), (33, 64, 1), (33, 64, 1), (33, 64, 1)))},
     "spiir.spiir_pass": (
         spiir_cuda.source(),
         [f"template __global__ void {spiir_cuda.pass_name(f)}(const float4*, const int, const long long, "

@@ -162,6 +162,21 @@ def test_blocked_threshold_tests_cover_noise_rarely():
     assert BLOCK_MARGIN_SNR >= 3.5
 
 
+def test_fused_kernel_takes_the_usual_plans_and_leaves_wide_ones_to_one_launch_per_round():
+    """The fused kernel's block holds the default plans' groups (shared memory as ptxas counts it for
+    the suite's first group: 35952 bytes); plans whose tiles or rounds are too wide for it run one
+    launch per round."""
+    from gwbatch.pulse._cuda import GROUP_SHARED_LIMIT, fused_fits, group_shared_bytes
+
+    assert group_shared_bytes(((1, 32, 8), (17, 32, 8), (17, 32, 8), (17, 32, 4))) == 35952
+    for widths in ([32] + [16] * 8, [16, 8, 8], [32, 16, 16, 16], [64, 32, 32, 32], [48, 48, 48, 48]):
+        assert fused_fits(boxcar_plan(widths).rounds), widths
+    assert not fused_fits(boxcar_plan([128]).rounds)  # more widths in a round than its tests unroll
+    wide = boxcar_plan([64, 64, 64, 64]).rounds  # the fourth round's halo: shared memory over the limit
+    assert all(r.n_widths <= 64 for r in wide) and not fused_fits(wide)
+    assert group_shared_bytes(tuple((r.first_width, r.last_width, 1) for r in wide)) > GROUP_SHARED_LIMIT
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fused", [False, True])
 def test_gpu_blocked_energy_rounds_equal_the_twin_rounds(fused):

@@ -228,12 +228,15 @@ __device__ __forceinline__ void group_round(const float* lev, const float* pre, 
     constexpr int PER = (G_TILE >> Q) / GROUP_THREADS;  // starts per thread, strided by the block size
     const float* pq = pre + prefix_at(Q);
     const float* c = cst + CONST_AT[Q];
-    float t[TESTS];
+    constexpr bool HELD = TESTS <= 8;  // thresholds in registers (beyond, read from shared memory)
+    float t[HELD ? TESTS : 1];
 #pragma unroll
-    for (int k = 0; k < TESTS; ++k) t[k] = c[k * BLK] - margin;
-    // the common path: which of this thread's starts may pass (no calls, thresholds in registers)
+    for (int k = 0; k < (HELD ? TESTS : 0); ++k) t[k] = c[k * BLK] - margin;
+    // the common path: which of this thread's starts may pass (no calls in it; many tests per start
+    // are unrolled one start at a time)
+    constexpr int UNROLL_STARTS = TESTS <= 16 ? PER : 1;
     unsigned int may = 0;
-#pragma unroll
+#pragma unroll UNROLL_STARTS
     for (int s = 0; s < PER; ++s) {
         const int m = s * GROUP_THREADS + threadIdx.x;
         const float low = pq[m];
@@ -241,7 +244,7 @@ __device__ __forceinline__ void group_round(const float* lev, const float* pre, 
 #pragma unroll
         for (int k = 0; k < TESTS; ++k) {
             const int w2 = FIRST + k * BLK + BLK - 1 < LAST ? FIRST + k * BLK + BLK - 1 : LAST;
-            hit |= pq[m + w2] - low >= t[k];
+            hit |= pq[m + w2] - low >= (HELD ? t[HELD ? k : 0] : c[k * BLK] - margin);
         }
         may |= (unsigned int)hit << s;
     }
@@ -411,23 +414,45 @@ def group_halo(spec: tuple[tuple[int, int, int], ...]) -> int:
     return max(16, -(-halo // 16) * 16)
 
 
+#: Static shared memory a block may use.
+GROUP_SHARED_LIMIT = 48 * 1024
+
+
+def group_shared_bytes(spec: tuple[tuple[int, int, int], ...]) -> int:
+    """Shared memory of the fused kernel's block for rounds ``spec`` (levels, prefix sums, constants)."""
+    span, r = GROUP_TILE + group_halo(spec), len(spec)
+    levels = sum(span >> q for q in range(r))
+    prefixes = sum(-(-((span >> q) + 1) // 4) * 4 for q in range(r)) + 4
+    constants = sum(4 * (last - first + 1) for first, last, _ in spec)
+    return 4 * (levels + prefixes + constants + GROUP_THREADS // 32)
+
+
+def group_fits(spec: tuple[tuple[int, int, int], ...]) -> bool:
+    """Whether the fused kernel can run rounds ``spec``: a thread per 16 samples of the tile, and
+    the block's shared memory within :data:`GROUP_SHARED_LIMIT` (round widths up to ~1000 samples
+    of the group's first series)."""
+    return GROUP_TILE + group_halo(spec) <= 16 * GROUP_THREADS and group_shared_bytes(spec) <= GROUP_SHARED_LIMIT
+
+
 def group_source(spec: tuple[tuple[int, int, int], ...]) -> str:
     """The fused kernel for a group of rounds ``(first, last, block)`` (at most ``GROUP_ROUNDS``)."""
     r = len(spec)
     if not 1 <= r <= GROUP_ROUNDS:
         raise ValueError(f"a group holds 1 to {GROUP_ROUNDS} rounds, not {r}")
+    if not group_fits(spec):
+        raise ValueError(f"rounds {spec} need more than the fused kernel's block holds (group_fits)")
     span = GROUP_TILE + group_halo(spec)
-    if span > 16 * GROUP_THREADS:
-        raise ValueError(f"rounds {spec} need tiles of {span} samples, more than {16 * GROUP_THREADS}")
     levels = sum(span >> q for q in range(r))
     const_at = np.concatenate([[0], np.cumsum([4 * (last - first + 1) for first, last, _ in spec])]).tolist()
 
     def table(name, values):
         return f"constexpr int {name}[] = {{{', '.join(str(int(v)) for v in values)}}};\n"
 
-    # six blocks fit an SM's shared memory; registers for that (<= 42) hold up to 8 thresholds per round
+    # six blocks fit an SM's shared memory at the default plans' tiles; registers for that (<= 42)
+    # hold up to 8 thresholds per round; more tests per start need more registers
     tests = max(-(-(last - first + 1) // block) for first, last, block in spec)
-    head = (f"#define GROUP_THREADS {GROUP_THREADS}\n#define GROUP_MIN_BLOCKS {6 if tests <= 8 else 4}\n"
+    min_blocks = 6 if tests <= 8 else (4 if tests <= 32 else 3)
+    head = (f"#define GROUP_THREADS {GROUP_THREADS}\n#define GROUP_MIN_BLOCKS {min_blocks}\n"
             f"constexpr int G_TILE = {GROUP_TILE};\nconstexpr int G_R = {r};\n"
             f"constexpr int G_SPAN = {span};\nconstexpr int LEVEL_TOTAL = {levels};\n"
             f"constexpr int CONST_TOTAL = {const_at[-1]};\n"
@@ -565,11 +590,16 @@ def round_groups(n_rounds: int) -> list[range]:
     return [range(k, min(k + GROUP_ROUNDS, n_rounds)) for k in range(0, n_rounds, GROUP_ROUNDS)]
 
 
+#: Widths a round may have to run in the fused kernel (its tests are unrolled per start).
+GROUP_MAX_WIDTHS = 64
+
+
 def fused_fits(rounds) -> bool:
-    """Whether every group's tile fits the fused kernel (a thread per 16 samples of it): widths up to
-    ~``16 GROUP_THREADS - GROUP_TILE`` samples of a group's first round (2048 at 256 threads)."""
-    return all(GROUP_TILE + group_halo(tuple((rounds[k].first_width, rounds[k].last_width, 1) for k in ks))
-               <= 16 * GROUP_THREADS for ks in round_groups(len(rounds)))
+    """Whether every group of the plan fits the fused kernel (:func:`group_fits`), each round with
+    at most ``GROUP_MAX_WIDTHS`` widths (the default plans have 8 to 32)."""
+    return all(r.n_widths <= GROUP_MAX_WIDTHS for r in rounds) and all(
+        group_fits(tuple((rounds[k].first_width, rounds[k].last_width, 1) for k in ks))
+        for ks in round_groups(len(rounds)))
 
 
 def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bool, n: int,
