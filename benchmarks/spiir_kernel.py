@@ -239,12 +239,18 @@ def main() -> None:
                          "one variant per argument (GPU)")
     ap.add_argument("--bank", type=Path, help="a built bank (HDF5) whose precision to measure too")
     args = ap.parse_args()
-    rows = gpu(args.repeat, args.define) if args.backend == "cupy" else cpu(args.repeat)
-    rows["e_precision_synthetic"] = precision(*synthetic_bank(64, 512))
-    if args.bank:
+    bank = None
+    if args.bank:  # read first: a bad file is refused before any timing
+        from gwbatch.errors import DataError
         from gwbatch.io.banks import load_bank
 
-        bank = load_bank(args.bank)
+        try:
+            bank = load_bank(args.bank)
+        except DataError as exc:
+            ap.error(f"--bank {args.bank}: {exc}")
+    rows = gpu(args.repeat, args.define) if args.backend == "cupy" else cpu(args.repeat)
+    rows["e_precision_synthetic"] = precision(*synthetic_bank(64, 512))
+    if bank is not None:
         rows["e_precision_bank"] = {"bank": str(args.bank), **precision(bank.a, bank.b, bank.d, n=1 << 15)}
     result = {"device": device_name(args.backend), "rows": rows}
     print(json.dumps(result, indent=2))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.signal import lfilter
-
+from benchmarks.spiir_kernel import float64_reference as reference
 from gwbatch.spiir.filtering import filter_bank, filter_bank_numba
 
 
@@ -17,16 +16,6 @@ def random_bank(n_templates, n_filters, max_delay, seed=0):
     d = np.sort(rng.integers(0, max_delay, (n_templates, n_filters)), axis=1).astype(np.int32)
     b[:, -3:] = 0  # padded slots contribute nothing
     return a, b, d
-
-
-def reference(x, a, b, d):
-    """float64 lfilter per filter."""
-    z = np.zeros((a.shape[0], x.size), np.complex128)
-    for t in range(a.shape[0]):
-        for al, bl, dl in zip(a[t].astype(np.complex128), b[t].astype(np.complex128), d[t]):
-            if dl < x.size:
-                z[t, dl:] += lfilter([bl], [1.0, -al], x[: x.size - dl].astype(np.float64))
-    return z
 
 
 def test_numba_twin_matches_float64_reference():

@@ -71,17 +71,12 @@ __device__ __noinline__ float best_width(const float* tile, const float* s_t, co
     return reached ? best : -3.0e38f;
 }
 
-// Prefix sums of the tile (pre[k] = tile[0] + ... + tile[k-1]) by a block-wide scan of NT threads.
-template <int SPAN, int NT>
-__device__ __forceinline__ void prefix_sums(const float* tile, float* pre, float* warp_total)
+// The sum of ``value`` over the block's threads before this one (every thread calls it; one barrier;
+// warp_total holds a float per warp).
+__device__ __forceinline__ float block_exclusive_sum(const float value, float* warp_total)
 {
-    constexpr int CH = (SPAN + NT - 1) / NT;  // samples per thread
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int k0 = threadIdx.x * CH;
-    float local = 0.0f;
-#pragma unroll
-    for (int j = 0; j < CH; ++j) if (k0 + j < SPAN) local += tile[k0 + j];
-    float incl = local;
+    float incl = value;
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
         const float v = __shfl_up_sync(0xffffffffu, incl, off);
@@ -89,8 +84,21 @@ __device__ __forceinline__ void prefix_sums(const float* tile, float* pre, float
     }
     if (lane == 31) warp_total[warp] = incl;
     __syncthreads();
-    float run = incl - local;
-    for (int u = 0; u < warp; ++u) run += warp_total[u];
+    float before = incl - value;
+    for (int u = 0; u < warp; ++u) before += warp_total[u];
+    return before;
+}
+
+// Prefix sums of the tile (pre[k] = tile[0] + ... + tile[k-1]) by a block-wide scan of NT threads.
+template <int SPAN, int NT>
+__device__ __forceinline__ void prefix_sums(const float* tile, float* pre, float* warp_total)
+{
+    constexpr int CH = (SPAN + NT - 1) / NT;  // samples per thread
+    const int k0 = threadIdx.x * CH;
+    float local = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CH; ++j) if (k0 + j < SPAN) local += tile[k0 + j];
+    float run = block_exclusive_sum(local, warp_total);
 #pragma unroll
     for (int j = 0; j < CH; ++j) {
         if (k0 + j < SPAN) { run += tile[k0 + j]; pre[k0 + j + 1] = run; }
@@ -358,18 +366,8 @@ boxcar_group(const float* __restrict__ y, const long long n_in, const long long 
         if (full) chunk_levels<true>(v, base, c0, n_in, lev, next);
         else chunk_levels<false>(v, base, c0, n_in, lev, next);
     }
-    // 2. the chunks' offsets: an exclusive scan of their totals over the block
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float incl = total;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const float x = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += x;
-    }
-    if (lane == 31) warp_total[warp] = incl;
-    __syncthreads();
-    float offset = incl - total;
-    for (int u = 0; u < warp; ++u) offset += warp_total[u];
+    // 2. the chunks' offsets: the sum of the chunks before each
+    const float offset = block_exclusive_sum(total, warp_total);
     // 3. prefix sums of level 0 and, per level q < G_R, those at every 2^q-th sample
     if (threadIdx.x < CHUNKS) {
         float p[16];
@@ -418,9 +416,14 @@ def group_halo(spec: tuple[tuple[int, int, int], ...]) -> int:
 GROUP_SHARED_LIMIT = 48 * 1024
 
 
+def group_span(spec: tuple[tuple[int, int, int], ...]) -> int:
+    """Level-0 samples in a tile of the fused kernel for rounds ``spec``: its starts and their halo."""
+    return GROUP_TILE + group_halo(spec)
+
+
 def group_shared_bytes(spec: tuple[tuple[int, int, int], ...]) -> int:
     """Shared memory of the fused kernel's block for rounds ``spec`` (levels, prefix sums, constants)."""
-    span, r = GROUP_TILE + group_halo(spec), len(spec)
+    span, r = group_span(spec), len(spec)
     levels = sum(span >> q for q in range(r))
     prefixes = sum(-(-((span >> q) + 1) // 4) * 4 for q in range(r)) + 4
     constants = sum(4 * (last - first + 1) for first, last, _ in spec)
@@ -431,7 +434,7 @@ def group_fits(spec: tuple[tuple[int, int, int], ...]) -> bool:
     """Whether the fused kernel can run rounds ``spec``: a thread per 16 samples of the tile, and
     the block's shared memory within :data:`GROUP_SHARED_LIMIT` (round widths up to ~1000 samples
     of the group's first series)."""
-    return GROUP_TILE + group_halo(spec) <= 16 * GROUP_THREADS and group_shared_bytes(spec) <= GROUP_SHARED_LIMIT
+    return group_span(spec) <= 16 * GROUP_THREADS and group_shared_bytes(spec) <= GROUP_SHARED_LIMIT
 
 
 def group_source(spec: tuple[tuple[int, int, int], ...]) -> str:
@@ -441,7 +444,7 @@ def group_source(spec: tuple[tuple[int, int, int], ...]) -> str:
         raise ValueError(f"a group holds 1 to {GROUP_ROUNDS} rounds, not {r}")
     if not group_fits(spec):
         raise ValueError(f"rounds {spec} need more than the fused kernel's block holds (group_fits)")
-    span = GROUP_TILE + group_halo(spec)
+    span = group_span(spec)
     levels = sum(span >> q for q in range(r))
     const_at = np.concatenate([[0], np.cumsum([4 * (last - first + 1) for first, last, _ in spec])]).tolist()
 
@@ -545,25 +548,27 @@ class _Constants:
         self.pinned = cupyx.empty_pinned(int(self.at[-1]), np.float32)
         self.device = cupy.empty(int(self.at[-1]), np.float32)
 
-    def upload(self, k: int, host: np.ndarray):
-        import cupy
-
+    def _stage(self, k: int, host: np.ndarray) -> slice:
         lo, hi = self.at[k], self.at[k + 1]
         if host.size != hi - lo:
             raise ValueError(f"round {k} needs {hi - lo} constants, got {host.size}")
         self.pinned[lo:hi] = host
-        self.device[lo:hi].set(self.pinned[lo:hi], stream=cupy.cuda.get_current_stream())
-        return self.device[lo:hi]
+        return slice(lo, hi)
+
+    def upload(self, k: int, host: np.ndarray):
+        """Round ``k``'s constants, as soon as they are known (one copy each)."""
+        import cupy
+
+        at = self._stage(k, host)
+        self.device[at].set(self.pinned[at], stream=cupy.cuda.get_current_stream())
+        return self.device[at]
 
     def upload_all(self, hosts: list[np.ndarray]) -> None:
         """Every round's constants at once (one copy)."""
         import cupy
 
         for k, host in enumerate(hosts):
-            lo, hi = self.at[k], self.at[k + 1]
-            if host.size != hi - lo:
-                raise ValueError(f"round {k} needs {hi - lo} constants, got {host.size}")
-            self.pinned[lo:hi] = host
+            self._stage(k, host)
         self.device.set(self.pinned, stream=cupy.cuda.get_current_stream())
 
     def rounds(self, k0: int, k1: int):
@@ -627,10 +632,8 @@ def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bo
     if not found.any():
         return [(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.float32)) for _ in rounds]
     kept = np.minimum(found, caps)
-    host = [np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.float32)]
-    if kept.any():
-        pick = [slice(at[k], at[k] + kept[k]) for k in range(len(rounds)) if kept[k]]
-        host = [cupy.concatenate([a[sl] for sl in pick]).get() for a in (starts, widths, snrs)]
+    pick = [slice(at[k], at[k] + kept[k]) for k in range(len(rounds)) if kept[k]]
+    host = [cupy.concatenate([a[sl] for sl in pick]).get() for a in (starts, widths, snrs)]
     edges = np.concatenate([[0], np.cumsum(kept)])
     out = []
     for k in range(len(rounds)):
