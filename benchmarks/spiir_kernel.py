@@ -68,7 +68,7 @@ def cuda_median(fn, repeat: int) -> float:
     """Median ms of ``fn()`` on the GPU, timed on ``fn.stream`` when it has one."""
     import cupy
 
-    return median_seconds(fn, repeat, cupy, stream=getattr(fn, "stream", None)) * 1e3
+    return median_seconds(fn, repeat, cupy, stream=getattr(fn, "stream", None), queued=True) * 1e3
 
 
 def gpu(repeat: int, defines: list[dict]) -> dict:

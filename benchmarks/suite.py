@@ -107,11 +107,11 @@ def gpu_limits(repeat: int, quick: bool) -> dict:
     blocks, threads, iters = sms * 8, 256, 256 if quick else 4096
     out = cupy.empty(blocks * threads, cupy.float32)
     t = median_seconds(lambda: kernel((blocks,), (threads,), (out, np.int32(iters), np.float32(0.999), np.float32(1e-3))),
-                       repeat, cupy)
+                       repeat, cupy, queued=True)
     fma = blocks * threads * iters * 16 * 8
     n = (1 << 24) if quick else (1 << 29)  # 2 GiB of float32 per array
     src, dst = cupy.ones(n, cupy.float32), cupy.empty(n, cupy.float32)
-    t_copy = median_seconds(lambda: cupy.copyto(dst, src), repeat, cupy)
+    t_copy = median_seconds(lambda: cupy.copyto(dst, src), repeat, cupy, queued=True)
     return {"fp32_per_s": fma / t, "bandwidth_bytes_per_s": 2 * 4 * n / t_copy, "fp32_kind": "FMA instructions"}
 
 

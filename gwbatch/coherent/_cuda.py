@@ -5,22 +5,24 @@ trials of a candidate read the same pivot sample, and each non-pivot detector ``
 window of ``W_j`` samples (the spread of its arrival offset over the sky, at most twice the light
 travel time to the pivot) that starts ``k step (j - pivot)`` later for trial ``k``.  The block first
 copies these windows into shared memory, lane-fastest, so that the sky loop reads them without bank
-conflicts.
+conflicts: warps take (detector, task) windows in turn, lanes the samples (coalesced), and every
+copy is issued before any is waited on (``cp.async``, no trip through registers).
 
 Sky loop.  Directions come in the groups of :class:`~gwbatch.coherent.network.DirectionGroups`:
-directions that share every detector's sample offset (about 3.5 per offset pair for 12288
+directions that share every detector's sample offset (about 3.3 per offset pair for 12288
 directions at 2048 Hz, 54 for 196608), at most ``GROUP_MAX`` to a group, groups of one size
-together.  The block stages the group keys and projections in tiles of ``TILE`` float4s in shared
-memory (coalesced loads; the next tile waits in registers while this one is evaluated), and warps
-take a tile's groups in turn.  Per group a lane reads its non-pivot samples once (one 8-byte shared
-load per detector at the byte offset the key gives, the same for every lane) and forms ``|Z|^2``;
-per direction it reads the projection by broadcast and forms the null or signal-space energy.  A
-template instance per group size unrolls the directions of a group.  A lane keeps the running
-maximum and the evaluation position of the first group that reached it; the direction inside that
-group is found at the end by evaluating the group once more.  Warps are combined through shared
-memory (the earliest position on ties), and the position becomes the direction through ``order``.
-Against one direction at a time this halves the instructions per evaluation (29.5 to about 15 at
-the seed configuration).  Arithmetic is float32.
+together.  Each pivot's groups are one stream of records (a key float4, then the projections of the
+group's directions; :func:`device_table`).  Each warp takes a contiguous share of every group size
+and stages it in tiles in its own part of shared memory (coalesced loads; the next tile waits in
+registers while this one is evaluated; no block-wide barrier in the loop).  Per group a lane reads
+its non-pivot samples once (one 8-byte shared load per detector at the byte offset the key gives,
+the same for every lane) and forms ``|Z|^2``; per direction it reads the projection by broadcast and
+forms the null or signal-space energy.  A template instance per group size unrolls the directions
+of a group.  A lane keeps the running maximum and the evaluation position of the first group that
+reached it; the direction inside that group is found at the end by evaluating the group once more.
+Warps are combined through shared memory (the earliest position on ties), and the position becomes
+the direction through ``order``.  Against one direction at a time this halves the instructions per
+evaluation (29.5 to about 14 in the loop at the seed configuration).  Arithmetic is float32.
 """
 
 from __future__ import annotations
@@ -47,14 +49,22 @@ template <> struct Key<2> { static __device__ __forceinline__ void load(const in
 template <> struct Key<4> { static __device__ __forceinline__ void load(const int* p, int* k) {
     const int4 v = *(const int4*)p; k[0] = v.x; k[1] = v.y; k[2] = v.z; k[3] = v.w; } };
 
-// What a lane's sky loop reads: the pivot's group keys and projections (global), their tiles in shared
-// memory, the lane's column of the windows, and the pivot's sample.
+// One sample from global to shared memory without a trip through registers (cp.async, sm_80 on):
+// the block issues all its window loads before waiting on any.
+__device__ __forceinline__ void copy_async(float2* to, const float2* from)
+{
+    const unsigned to_shared = (unsigned)__cvta_generic_to_shared(to);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" :: "r"(to_shared), "l"(from) : "memory");
+}
+
+// What a lane's sky loop reads: the pivot's group records (global), its warp's tile of them in shared
+// memory, the lane's column of the windows, and the pivot's sample.  A group's record is a float4
+// holding its key, then the projections of its K directions (NREC float4s each); records follow the
+// evaluation order, so group g (of K directions from position q) starts at float4 g + q NREC.
 struct Sky {
-    const int* keys;
-    const float4* proj;
+    const float4* records;
     const int* size;  // (g0, g1, q0) per group size
-    int* tile_keys;
-    float4* tile_proj;
+    float4* tile;     // the warp's tile
     const char* lane_win;  // a group key is each detector's byte offset from here
     float zpr, zpi, pivot_energy;
 };
@@ -74,16 +84,16 @@ __device__ __forceinline__ float coherent_energy(const float* w, const float* zr
     return w[2 * D] * fmaf(ar, ar, ai * ai) + 2.0f * w[2 * D + 1] * fmaf(ar, br, ai * bi) + w[2 * D + 2] * fmaf(br, br, bi * bi);
 }
 
-// rho_c^2 in the K directions of the group with key ``key_at`` and projections ``rec``, handed to
-// ``visit(d, value)`` in order.
+// rho_c^2 in the K directions of the group whose record starts at ``rec``, handed to ``visit(d,
+// value)`` in order.
 template <int D, int PIV, int K, typename Visit>
-__device__ __forceinline__ void group_energies(const Sky& sky, const int* key_at, const float4* rec, Visit visit)
+__device__ __forceinline__ void group_energies(const Sky& sky, const float4* rec, Visit visit)
 {
     constexpr int NREC = Layout<D>::NREC;
     constexpr int KEY = Layout<D>::KEY;
     constexpr int DIR_UNROLL = K * NREC <= 2 * UNROLL_RECORDS ? K : 2;  // registers for the projections
     int key[KEY];
-    Key<KEY>::load(key_at, key);
+    Key<KEY>::load((const int*)rec, key);
     float zr[D], zi[D];
     float total = sky.pivot_energy;
 #pragma unroll
@@ -99,7 +109,7 @@ __device__ __forceinline__ void group_energies(const Sky& sky, const int* key_at
         if (D >= 3) {  // two detectors or fewer: nothing to project
 #pragma unroll
             for (int m = 0; m < NREC; ++m) {
-                const float4 v = rec[d * NREC + m];
+                const float4 v = rec[1 + d * NREC + m];
                 w[4 * m] = v.x; w[4 * m + 1] = v.y; w[4 * m + 2] = v.z; w[4 * m + 3] = v.w;
             }
         }
@@ -107,61 +117,44 @@ __device__ __forceinline__ void group_energies(const Sky& sky, const int* key_at
     }
 }
 
-// The groups of K directions g0 .. g1 - 1 (from evaluation position q0): tile by tile into shared
-// memory (coalesced), then warps take the tile's groups in turn, keeping the running maximum of
-// rho_c^2 and the position of the first group that reached it.
+// The groups of K directions g0 .. g1 - 1 (from evaluation position q0): each warp takes a
+// contiguous share of their records and stages it tile by tile in its own part of shared memory
+// (coalesced loads; the next tile waits in registers while this one is evaluated; no block-wide
+// barrier), keeping the running maximum of rho_c^2 and the position of the first group that reached it.
 template <int D, int PIV, int K>
 __device__ __forceinline__ void groups_of(const Sky& sky, const int g0, const int g1, const int q0, float& best, int& best_q)
 {
-    constexpr int NREC = Layout<D>::NREC;
-    constexpr int KEY = Layout<D>::KEY;
-    constexpr int PER_TILE = TILE / (K * NREC);  // groups per tile
+    constexpr int REC = 1 + K * Layout<D>::NREC;  // float4s per group record
+    constexpr int PER_TILE = WARP_TILE / REC;      // groups per tile
+    constexpr int PF = (PER_TILE * REC + 31) / 32;  // float4s per lane and tile
     // several groups in flight where registers allow
-    constexpr int GROUP_UNROLL = UNROLL_RECORDS / (K * NREC) >= 4 ? 4 : (UNROLL_RECORDS / (K * NREC) >= 2 ? 2 : 1);
-    constexpr int KEYS = PER_TILE * KEY;  // ints of keys per tile
-    constexpr int PF = (TILE + 32 * WARPS - 1) / (32 * WARPS), PK = (KEYS + 32 * WARPS - 1) / (32 * WARPS);
-    const int warp = threadIdx.x >> 5;
-    // the next tile waits in registers while this one is evaluated (loads overlap the sky loop)
-    float4 next_proj[PF];
-    int next_keys[PK];
-    auto fetch = [&](const int t) {
-        const int n = min(PER_TILE, g1 - t);
-        const float4* proj = sky.proj + (long long)(q0 + (t - g0) * K) * NREC;
-        const int* keys = sky.keys + (long long)t * KEY;
+    constexpr int GROUP_UNROLL = UNROLL_RECORDS / REC >= 4 ? 4 : (UNROLL_RECORDS / REC >= 2 ? 2 : 1);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int share = (g1 - g0 + WARPS - 1) / WARPS;
+    const int w0 = min(g1, g0 + warp * share), w1 = min(g1, w0 + share);
+    // group g's record starts at float4 g + q NREC, q = q0 + (g - g0) K its first direction's position
+    const float4* const first = sky.records + (long long)w0 + (long long)(q0 + (w0 - g0) * K) * Layout<D>::NREC;
+    const int total = (w1 - w0) * REC;  // float4s of the warp's share
+    // whole tiles are read and stored: the record stream is padded, the tile is the warp's own
+    float4 next[PF];
+    auto fetch = [&](const int e0) {
 #pragma unroll
-        for (int u = 0; u < PF; ++u) {
-            const int e = threadIdx.x + u * 32 * WARPS;
-            if (e < n * K * NREC) next_proj[u] = __ldg(proj + e);
-        }
-#pragma unroll
-        for (int u = 0; u < PK; ++u) {
-            const int e = threadIdx.x + u * 32 * WARPS;
-            if (e < n * KEY) next_keys[u] = __ldg(keys + e);
-        }
+        for (int u = 0; u < PF; ++u) next[u] = __ldg(first + e0 + lane + 32 * u);
     };
-    if (g0 < g1) fetch(g0);
-    for (int t = g0; t < g1; t += PER_TILE) {
-        const int n = min(PER_TILE, g1 - t);
-        const int qt = q0 + (t - g0) * K;
-        __syncthreads();  // the previous tile is consumed
+    if (total > 0) fetch(0);
+    for (int e0 = 0; e0 < total; e0 += PER_TILE * REC) {
+        __syncwarp();  // the previous tile is consumed
 #pragma unroll
-        for (int u = 0; u < PF; ++u) {
-            const int e = threadIdx.x + u * 32 * WARPS;
-            if (e < n * K * NREC) sky.tile_proj[e] = next_proj[u];
-        }
-#pragma unroll
-        for (int u = 0; u < PK; ++u) {
-            const int e = threadIdx.x + u * 32 * WARPS;
-            if (e < n * KEY) sky.tile_keys[e] = next_keys[u];
-        }
-        __syncthreads();
-        if (t + PER_TILE < g1) fetch(t + PER_TILE);
+        for (int u = 0; u < PF; ++u) sky.tile[lane + 32 * u] = next[u];
+        __syncwarp();
+        if (e0 + PER_TILE * REC < total) fetch(e0 + PER_TILE * REC);
+        const float4* const end = sky.tile + min(PER_TILE * REC, total - e0);
+        int qq = q0 + (w0 - g0 + e0 / REC) * K;
 #pragma unroll GROUP_UNROLL
-        for (int g = warp; g < n; g += WARPS) {
+        for (const float4* rec = sky.tile; rec < end; rec += REC, qq += K) {
             float top;
-            group_energies<D, PIV, K>(sky, sky.tile_keys + g * KEY, sky.tile_proj + g * K * NREC,
-                                      [&](int d, float coh) { top = d == 0 ? coh : fmaxf(top, coh); });
-            if (top > best) { best = top; best_q = qt + g * K; }
+            group_energies<D, PIV, K>(sky, rec, [&](int d, float coh) { top = d == 0 ? coh : fmaxf(top, coh); });
+            if (top > best) { best = top; best_q = qq; }
         }
     }
 }
@@ -184,7 +177,7 @@ template <int D, int PIV, int K> struct FirstOf {
         const int g0 = sky.size[3 * (K - 1)], g1 = sky.size[3 * (K - 1) + 1], q0 = sky.size[3 * (K - 1) + 2];
         if (q < q0 || q >= q0 + (g1 - g0) * K) return FirstOf<D, PIV, K - 1>::run(sky, q, best);
         int first = -1;
-        group_energies<D, PIV, K>(sky, sky.keys + (g0 + (q - q0) / K) * Layout<D>::KEY, sky.proj + q * Layout<D>::NREC,
+        group_energies<D, PIV, K>(sky, sky.records + g0 + (q - q0) / K + (long long)q * Layout<D>::NREC,
                                   [&](int d, float coh) { if (first < 0 && coh == best) first = d; });
         return q + max(first, 0);
     }
@@ -196,20 +189,19 @@ template <int D, int PIV> struct FirstOf<D, PIV, 0> {
 // The sky loop of one block: 32 (candidate, trial) tasks with pivot PIV, one per lane.
 template <int D, int PIV>
 __device__ __forceinline__ void sky_block(
-    float2* win, long long (*row_start)[32], long long (*series)[32], int* tile_keys, float4* tile_proj,
+    float2* win, long long (*row_start)[32], long long (*series)[32], float4* tile,
     float (*red_v)[32], int (*red_p)[32],
     const float2* __restrict__ snr, const long long n, const int n_slot, const int* __restrict__ cand,
     const long long* __restrict__ slot, const long long* __restrict__ sample,
-    const int* __restrict__ keys, const float4* __restrict__ proj, const int* __restrict__ size,
+    const float4* __restrict__ records, const long long n_records, const int* __restrict__ size,
     const int* __restrict__ order, const int* __restrict__ win_start, const int* __restrict__ row_base,
-    const int n_dir, const int n_groups, const int n_trials1, const long long step, const long long lo,
+    const int n_dir, const int n_trials1, const long long step, const long long lo,
     const long long span, const long long first, const long long n_tasks, float* __restrict__ out_rc,
     int* __restrict__ out_pix)
 {
     int rb[D + 1];
 #pragma unroll
     for (int j = 0; j <= D; ++j) rb[j] = row_base[PIV * (D + 1) + j];
-    const int rows = rb[D];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const long long task = min(first + lane, n_tasks - 1);  // idle lanes repeat the last task
@@ -223,29 +215,34 @@ __device__ __forceinline__ void sky_block(
 #pragma unroll
         for (int j = 0; j < D; ++j) {
             const long long i = (t - lo + win_start[PIV * D + j] + k * step * (long long)(j - PIV)) % span;
-            row_start[j][lane] = lo + (i < 0 ? i + span : i) - rb[j];
+            row_start[j][lane] = lo + (i < 0 ? i + span : i);
             series[j][lane] = ((long long)j * n_slot + s) * n;
         }
     }
     __syncthreads();
-    // 2. the windows, lane-fastest in shared memory, row-fastest in the reads
-#pragma unroll 4
-    for (int e = threadIdx.x; e < rows * 32; e += blockDim.x) {
-        const int r = e % rows, kk = e / rows;
-        int j = 0;
+    // 2. the windows, lane-fastest in shared memory: warps take (detector, task) windows in turn,
+    // lanes the window's samples (coalesced reads)
 #pragma unroll
-        for (int q = 1; q < D; ++q) j += (r >= rb[q]) ? 1 : 0;
-        long long i = row_start[j][kk] + r;
-        if (i >= lo + span) i -= span;
-        win[r * STRIDE + kk] = __ldg(snr + series[j][kk] + i);
+    for (int j = 0; j < D; ++j) {
+        if (j == PIV) continue;
+        const int width = rb[j + 1] - rb[j];
+        for (int kk = warp; kk < 32; kk += WARPS) {
+            const float2* const from = snr + series[j][kk];
+            const long long i0 = row_start[j][kk];
+            float2* const to = win + rb[j] * STRIDE + kk;
+            for (int r = lane; r < width; r += 32) {
+                const long long i = i0 + r;
+                copy_async(to + r * STRIDE, from + (i >= lo + span ? i - span : i));
+            }
+        }
     }
     const long long tp = (t - lo) % span;
     const float2 zp = snr[((long long)PIV * n_slot + s) * n + lo + (tp < 0 ? tp + span : tp)];
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
 
     // 3. the sky loop over the pivot's groups
-    const Sky sky{keys + (long long)PIV * n_groups * Layout<D>::KEY, proj + (long long)PIV * n_dir * Layout<D>::NREC,
-                  size + PIV * 3 * GROUP_MAX, tile_keys, tile_proj, (const char*)(win + lane), zp.x, zp.y,
+    const Sky sky{records + PIV * n_records, size + PIV * 3 * GROUP_MAX, tile + warp * WARP_TILE, (const char*)(win + lane), zp.x, zp.y,
                   fmaf(zp.x, zp.x, zp.y * zp.y)};
     float best = -1.0f;
     int best_q = 0;
@@ -277,16 +274,15 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
              const int* __restrict__ block_pivot, const long long* __restrict__ block_first,
              const long long* __restrict__ pivot_tasks, const int* __restrict__ cand,
              const long long* __restrict__ slot, const long long* __restrict__ sample,
-             const int* __restrict__ keys, const float4* __restrict__ proj, const int* __restrict__ size,
+             const float4* __restrict__ records, const long long n_records, const int* __restrict__ size,
              const int* __restrict__ order, const int* __restrict__ win_start, const int* __restrict__ row_base,
-             const int n_dir, const int n_groups, const int n_trials1, const long long step,
+             const int n_dir, const int n_trials1, const long long step,
              const long long lo, const long long span, float* __restrict__ out_rc, int* __restrict__ out_pix)
 {
     extern __shared__ float2 win[];
     __shared__ long long row_start[D][32];
     __shared__ long long series[D][32];
-    __shared__ __align__(16) int tile_keys[TILE / Layout<D>::NREC * Layout<D>::KEY];
-    __shared__ float4 tile_proj[TILE];
+    __shared__ float4 tile[WARPS * WARP_TILE];
     __shared__ float red_v[WARPS][32];
     __shared__ int red_p[WARPS][32];
     const int piv = block_pivot[blockIdx.x];
@@ -294,8 +290,8 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
     // pivot_tasks[piv]: where the pivot's candidates start in cand (as tasks), and its task count
     const long long offset = pivot_tasks[2 * piv], n_tasks = pivot_tasks[2 * piv + 1];
     const int* cand_p = cand + offset / n_trials1;
-#define SKY_CASE(P) case P: if (P < D) sky_block<D, (P < D ? P : 0)>(win, row_start, series, tile_keys, tile_proj, red_v, red_p, snr, n, \
-        n_slot, cand_p, slot, sample, keys, proj, size, order, win_start, row_base, n_dir, n_groups, n_trials1, \
+#define SKY_CASE(P) case P: if (P < D) sky_block<D, (P < D ? P : 0)>(win, row_start, series, tile, red_v, red_p, snr, n, \
+        n_slot, cand_p, slot, sample, records, n_records, size, order, win_start, row_base, n_dir, n_trials1, \
         step, lo, span, first, n_tasks, out_rc, out_pix); break;
     switch (piv) { SKY_CASE(0) SKY_CASE(1) SKY_CASE(2) SKY_CASE(3) }
 #undef SKY_CASE
@@ -307,16 +303,17 @@ SHARED_LIMIT = 200 * 1024  # dynamic shared memory a block may ask for (H100/H20
 MAX_DETECTORS = 4
 INSTANTIATIONS = tuple(range(1, MAX_DETECTORS + 1))
 #: Compile-time tuning (benchmarks/coherent_kernel.py --define times others; its entries override
-#: the profile's): UNROLL_RECORDS, projection float4s in flight per warp (groups of K directions run
-#: UNROLL_RECORDS / K at a time, 1 to 4); TILE, projection float4s staged in shared memory at a time.
-DEFINES = {"UNROLL_RECORDS": 4, "TILE": 512}
-#: Warps per block (they share the block's 32 tasks' windows and split the directions) and the
-#: resident blocks per SM the compiler must allow (registers <= 65536 / (32 WARPS MIN_BLOCKS)).
-#: Eight warps while three blocks' windows fit in an SM's shared memory (2048 Hz: 0.91 ms at the seed
-#: configuration against 0.97 with sixteen), sixteen beyond (4096 Hz: 1.60 ms against 2.03).
-PROFILES = {8: {"WARPS": 8, "MIN_BLOCKS": 3}, 16: {"WARPS": 16, "MIN_BLOCKS": 2}}
+#: the profile's): UNROLL_RECORDS, record float4s in flight per warp (groups of K directions run
+#: UNROLL_RECORDS / (1 + K NREC) at a time, 1 to 4).
+DEFINES = {"UNROLL_RECORDS": 16}
+#: Warps per block (they share the block's 32 tasks' windows and split the directions), the
+#: resident blocks per SM the compiler must allow (registers <= 65536 / (32 WARPS MIN_BLOCKS)) and
+#: each warp's tile of group records in shared memory (float4s; 8 KB a block either way).  Eight
+#: warps while three blocks' windows fit in an SM's shared memory, sixteen beyond (4096 Hz).
+PROFILES = {8: {"WARPS": 8, "MIN_BLOCKS": 3, "WARP_TILE": 64}, 16: {"WARPS": 16, "MIN_BLOCKS": 2, "WARP_TILE": 32}}
+RECORD_PAD = 128  # float4s after each pivot's record stream: warps read whole tiles of up to this many
 SM_SHARED = 228 * 1024  # shared memory of an H100/H200 SM
-STATIC_SHARED = 18 * 1024  # the kernel's own shared arrays (tiles, reductions), at most
+STATIC_SHARED = 15 * 1024  # the kernel's own shared arrays (tiles, reductions) and the driver's, at most
 
 
 def warps_for(shared: int) -> int:
@@ -327,6 +324,8 @@ def warps_for(shared: int) -> int:
 def source(warps: int = 8) -> str:
     """The kernel source with its compile-time constants for ``warps`` per block."""
     defines = {"GROUP_MAX": GROUP_MAX} | PROFILES[warps] | DEFINES
+    if not 32 <= defines["WARP_TILE"] <= RECORD_PAD or defines["WARP_TILE"] % 32:
+        raise ValueError(f"WARP_TILE={defines['WARP_TILE']}: a multiple of 32 from 32 to {RECORD_PAD} is allowed")
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + SOURCE
 
 
@@ -340,9 +339,11 @@ def projection_floats(n_det: int) -> int:
     return 4 * max(1, -(-geo // 4))
 
 
-def key_ints(n_det: int) -> int:
-    """Ints per group key: the byte offsets of the ``n_det - 1`` other detectors, padded to 1, 2 or 4."""
-    return 1 if n_det <= 2 else (2 if n_det == 3 else 4)
+def group_record(n_det: int, g: int, q: int) -> int:
+    """Where (in float4s) the record of group ``g``, whose first direction has evaluation position
+    ``q``, starts in a pivot's record stream: one key float4 per group before it, one projection per
+    direction before it."""
+    return g + q * projection_floats(n_det) // 4
 
 
 @functools.cache
@@ -356,11 +357,12 @@ def _module(warps: int):
 def device_table(table) -> dict:
     """Host-side layout of a sky table for the kernel: per pivot, each detector's window start
     (``start``, ``(D, D)``), shared-memory rows (``row_base``, ``(D, D+1)``, prefix sums of the
-    window widths, the pivot's own width 0), and for the table's direction groups
-    (:attr:`~gwbatch.coherent.network.SkyTable.groups`) their keys (``keys``, ``(D, G,
-    key_ints(D))`` int32: each non-pivot detector's byte offset from a lane's column of the
-    windows), the projection in evaluation order (``proj``, ``(D, P, projection_floats(D))``
-    float32), the bounds of each group size (``size``) and the order itself (``order``)."""
+    window widths, the pivot's own width 0), the record stream of its direction groups
+    (:attr:`~gwbatch.coherent.network.SkyTable.groups`; ``records``, ``(D, R, 4)`` float32, each group
+    a key float4, whose int32 words are each non-pivot detector's byte offset from a lane's column of
+    the windows, followed by its directions' projections in evaluation order, ``projection_floats(D)``
+    each; see :func:`group_record`), the bounds of each group size (``size``) and the order itself
+    (``order``)."""
     offsets, groups = table.offsets, table.groups
     n_det, n_dir, _ = offsets.shape
     if n_det > MAX_DETECTORS:
@@ -370,15 +372,21 @@ def device_table(table) -> dict:
     width[np.arange(n_det), np.arange(n_det)] = 0
     row_base = np.zeros((n_det, n_det + 1), np.int32)
     row_base[:, 1:] = np.cumsum(width, axis=1)
-    n_groups = groups.offsets.shape[1]
-    keys = np.zeros((n_det, n_groups, key_ints(n_det)), np.int32)
-    proj = np.zeros((n_det, n_dir, projection_floats(n_det)), np.float32)
+    nrec = projection_floats(n_det) // 4
+    records = np.zeros((n_det, groups.offsets.shape[1] + n_dir * nrec + RECORD_PAD, 4), np.float32)
     for piv in range(n_det):
         others = [j for j in range(n_det) if j != piv]
-        rows = groups.offsets[piv][:, others] - start[piv, others] + row_base[piv, others]
-        keys[piv, :, :n_det - 1] = rows * STRIDE * 8
-        proj[piv, :, :table.projection.shape[1]] = table.projection[groups.order[piv]]
-    return dict(start=start, row_base=row_base, keys=keys, proj=proj, size=groups.size.astype(np.int32),
+        keys = (groups.offsets[piv][:, others] - start[piv, others] + row_base[piv, others]) * STRIDE * 8
+        proj = np.zeros((n_dir, nrec * 4), np.float32)
+        proj[:, :table.projection.shape[1]] = table.projection[groups.order[piv]]
+        for k, (g0, g1, q0) in enumerate(groups.size[piv], start=1):
+            if g1 == g0:
+                continue
+            first, last = group_record(n_det, g0, q0), group_record(n_det, g1, q0 + (g1 - g0) * k)
+            block = records[piv, first:last].reshape(g1 - g0, 1 + k * nrec, 4)
+            block[:, 0].view(np.int32)[:, :n_det - 1] = keys[g0:g1]
+            block[:, 1:] = proj[q0:q0 + (g1 - g0) * k].reshape(g1 - g0, k * nrec, 4)
+    return dict(start=start, row_base=row_base, records=records, size=groups.size.astype(np.int32),
                 order=groups.order.astype(np.int32))
 
 
@@ -428,8 +436,8 @@ def launch(snr, slot, sample, table, plan: dict, n_trials, step, lo, span, rho_c
         kernel.max_dynamic_shared_size_bytes = plan["shared"]
     kernel((plan["blocks"],), (32 * warps,), (
         snr, cupy.int64(n), cupy.int32(n_slot), plan["block_pivot"], plan["block_first"], plan["pivot_tasks"],
-        plan["order"], slot, sample, dev["keys"], dev["proj"], dev["size"], dev["order"], dev["start"],
-        dev["row_base"], cupy.int32(table.n_dir), cupy.int32(table.groups.offsets.shape[1]), cupy.int32(n_trials + 1),
+        plan["order"], slot, sample, dev["records"], cupy.int64(dev["records"].shape[1]), dev["size"], dev["order"],
+        dev["start"], dev["row_base"], cupy.int32(table.n_dir), cupy.int32(n_trials + 1),
         cupy.int64(step), cupy.int64(lo), cupy.int64(span), rho_c2, pixel),
         shared_mem=plan["shared"])
 
