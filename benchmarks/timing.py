@@ -68,11 +68,16 @@ def _spin_kernel(cupy):
 
 
 def define_variant(text: str) -> dict:
-    """``NAME=V[,NAME=V]`` (integers) for ``--define``: one variant of compile-time constants."""
+    """``NAME=V[,NAME=V]`` for ``--define``: one variant of compile-time constants (integers, or a
+    name such as a launch profile's)."""
     out = {}
     for item in text.split(","):
         name, _, value = item.partition("=")
-        if not name or not value.strip().lstrip("-").isdigit():
-            raise argparse.ArgumentTypeError(f"{item!r} is not NAME=INTEGER (e.g. TILE=256)")
-        out[name] = int(value)
+        value = value.strip()
+        if value.lstrip("-").isdigit():
+            out[name] = int(value)
+        elif name and value.isidentifier():
+            out[name] = value
+        else:
+            raise argparse.ArgumentTypeError(f"{item!r} is not NAME=INTEGER or NAME=WORD (e.g. TILE=256)")
     return out

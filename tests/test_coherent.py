@@ -176,6 +176,7 @@ def test_cuda_group_records_decode(ifos):
     table = network_geometry(ifos, sky_grid(3), GPS).sky_table(4096.0, np.linspace(1.0, 2.0, len(ifos)))
     dev = device_table(table)
     n_det = len(ifos)
+    row_bytes = STRIDE * 8
     nrec = projection_floats(n_det) // 4
     groups = table.groups
     assert dev["records"].shape == (n_det, groups.offsets.shape[1] + table.n_dir * nrec + RECORD_PAD, 4)
@@ -191,8 +192,8 @@ def test_cuda_group_records_decode(ifos):
         assert len(keys) == n_groups
         keys, proj = np.array(keys), np.concatenate(proj)
         for m, j in enumerate(others):
-            row = keys[:, m] // (STRIDE * 8)  # bytes from a lane's column to its row
-            assert np.all(keys[:, m] % (STRIDE * 8) == 0)
+            row = keys[:, m] // row_bytes  # bytes from a lane's column to its row
+            assert np.all(keys[:, m] % row_bytes == 0)
             rel = row - dev["row_base"][piv, j]
             np.testing.assert_array_equal(rel + dev["start"][piv, j], groups.offsets[piv, :n_groups, j])
             width = dev["row_base"][piv, j + 1] - dev["row_base"][piv, j]

@@ -32,14 +32,14 @@ SOURCES = {
          "const long long, const long long, const float2*, const float2*, const float2*, const int*, "
          "const float2*, float2*, float2*, const int, const int);" for f in spiir_cuda.CLASSES],
     ),
-    **{f"coherent.coherent_max, {w} warps": (
-        coherent_cuda.source(w),
+    **{f"coherent.coherent_max, {profile}": (
+        coherent_cuda.source(profile),
         [f"template __global__ void {coherent_cuda.kernel_name(d)}(const float2*, const long long, const int, "
          "const int*, const long long*, const long long*, const int*, const long long*, const long long*, "
-         "const int*, const float4*, const int*, const int*, const int*, const int*, const int, const int, "
-         "const int, const long long, const long long, const long long, float*, int*);"
+         "const float4*, const long long, const int*, const int*, const int*, const int*, const int, const int, "
+         "const long long, const long long, const long long, float*, int*);"
          for d in coherent_cuda.INSTANTIATIONS],
-    ) for w in coherent_cuda.PROFILES},
+    ) for profile in coherent_cuda.PROFILES},
 }
 
 

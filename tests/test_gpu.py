@@ -122,12 +122,17 @@ def test_spiir_campaign_local_cuda_matches_cpu(small_store, tmp_path):
 
 
 @pytest.mark.parametrize("ifos", [("H1",), ("H1", "L1"), ("H1", "L1", "V1"), ("H1", "L1", "V1", "K1")])
-def test_coherent_kernel_matches_numba_twin(ifos):
-    """CUDA sky maximum against the numba twin: rho_c^2 within 1e-4 relative, the same direction or
-    one whose float64 statistic ties the maximum within that tolerance."""
+@pytest.mark.parametrize("profile", ["narrow", "wide"])
+def test_coherent_kernel_matches_numba_twin(ifos, profile, monkeypatch):
+    """CUDA sky maximum against the numba twin, in every launch profile: rho_c^2 within 1e-4
+    relative, the same direction or one whose float64 statistic ties the maximum within that
+    tolerance."""
     import cupy
 
+    from gwbatch.coherent import _cuda
     from gwbatch.coherent._cuda import max_over_sky_cuda
+
+    monkeypatch.setitem(_cuda.DEFINES, "PROFILE", profile)
     from gwbatch.coherent.network import network_geometry
     from gwbatch.coherent.sky import sky_grid
     from gwbatch.coherent.statistic import _inputs, at_directions, max_over_sky

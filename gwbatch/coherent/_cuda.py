@@ -302,31 +302,43 @@ STRIDE = 33  # shared-memory row length in float2: 32 lanes plus one against ban
 SHARED_LIMIT = 200 * 1024  # dynamic shared memory a block may ask for (H100/H200 allow 227 KB in all)
 MAX_DETECTORS = 4
 INSTANTIATIONS = tuple(range(1, MAX_DETECTORS + 1))
-#: Compile-time tuning (benchmarks/coherent_kernel.py --define times others; its entries override
-#: the profile's): UNROLL_RECORDS, record float4s in flight per warp (groups of K directions run
-#: UNROLL_RECORDS / (1 + K NREC) at a time, 1 to 4).
-DEFINES = {"UNROLL_RECORDS": 16}
-#: Warps per block (they share the block's 32 tasks' windows and split the directions), the
-#: resident blocks per SM the compiler must allow (registers <= 65536 / (32 WARPS MIN_BLOCKS)) and
-#: each warp's tile of group records in shared memory (float4s; 8 KB a block either way).  Eight
-#: warps while three blocks' windows fit in an SM's shared memory, sixteen beyond (4096 Hz).
-PROFILES = {8: {"WARPS": 8, "MIN_BLOCKS": 3, "WARP_TILE": 64}, 16: {"WARPS": 16, "MIN_BLOCKS": 2, "WARP_TILE": 32}}
+#: Compile-time overrides of the profile's constants (benchmarks/coherent_kernel.py --define times
+#: variants; PROFILE=name forces a profile).
+DEFINES: dict = {}
+#: Launch profiles: warps per block (they share the block's 32 tasks' windows and split the
+#: directions), the resident blocks per SM the compiler must allow (registers <= 65536 / (32 WARPS
+#: MIN_BLOCKS)), each warp's tile of group records in shared memory (float4s; 8 KB a block either
+#: way) and the record float4s in flight per warp (groups of K directions run UNROLL_RECORDS / (1 + K
+#: NREC) at a time, 1 to 4; the most that compiles without register spills).  Narrow while three
+#: blocks' windows fit in an SM's shared memory, wide beyond (4096 Hz).
+PROFILES = {
+    "narrow": {"WARPS": 8, "MIN_BLOCKS": 3, "WARP_TILE": 64, "UNROLL_RECORDS": 6},
+    "wide": {"WARPS": 16, "MIN_BLOCKS": 2, "WARP_TILE": 32, "UNROLL_RECORDS": 4},
+}
 RECORD_PAD = 128  # float4s after each pivot's record stream: warps read whole tiles of up to this many
 SM_SHARED = 228 * 1024  # shared memory of an H100/H200 SM
 STATIC_SHARED = 15 * 1024  # the kernel's own shared arrays (tiles, reductions) and the driver's, at most
 
 
-def warps_for(shared: int) -> int:
-    """Warps per block for windows of ``shared`` bytes per block (see ``PROFILES``)."""
-    return 8 if 3 * (shared + STATIC_SHARED) <= SM_SHARED else 16
+def profile_for(shared: int) -> str:
+    """The launch profile for windows of ``shared`` bytes per block (see ``PROFILES``); a
+    ``PROFILE`` entry in ``DEFINES`` overrides."""
+    if "PROFILE" in DEFINES:
+        return DEFINES["PROFILE"]
+    return "narrow" if 3 * (shared + STATIC_SHARED) <= SM_SHARED else "wide"
 
 
-def source(warps: int = 8) -> str:
-    """The kernel source with its compile-time constants for ``warps`` per block."""
-    defines = {"GROUP_MAX": GROUP_MAX} | PROFILES[warps] | DEFINES
-    if not 32 <= defines["WARP_TILE"] <= RECORD_PAD or defines["WARP_TILE"] % 32:
-        raise ValueError(f"WARP_TILE={defines['WARP_TILE']}: a multiple of 32 from 32 to {RECORD_PAD} is allowed")
-    return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + SOURCE
+def constants(profile: str) -> dict:
+    """The compile-time constants of ``profile``, with ``DEFINES`` applied."""
+    out = {"GROUP_MAX": GROUP_MAX} | PROFILES[profile] | {k: v for k, v in DEFINES.items() if k != "PROFILE"}
+    if not 32 <= out["WARP_TILE"] <= RECORD_PAD or out["WARP_TILE"] % 32:
+        raise ValueError(f"WARP_TILE={out['WARP_TILE']}: a multiple of 32 from 32 to {RECORD_PAD} is allowed")
+    return out
+
+
+def source(profile: str = "narrow") -> str:
+    """The kernel source with the compile-time constants of ``profile``."""
+    return "".join(f"#define {k} {v}\n" for k, v in constants(profile).items()) + SOURCE
 
 
 def kernel_name(n_det: int) -> str:
@@ -347,10 +359,10 @@ def group_record(n_det: int, g: int, q: int) -> int:
 
 
 @functools.cache
-def _module(warps: int):
+def _module(profile: str):
     import cupy
 
-    return cupy.RawModule(code=source(warps), options=("-std=c++17",),
+    return cupy.RawModule(code=source(profile), options=("-std=c++17",),
                           name_expressions=tuple(kernel_name(d) for d in INSTANTIATIONS))
 
 
@@ -392,7 +404,7 @@ def device_table(table) -> dict:
 
 def launch_plan(pivot: np.ndarray, n_det: int, n_trials: int, rows: np.ndarray) -> dict:
     """Host-side launch layout (uploaded once per call): candidates grouped by pivot, each pivot's
-    (candidate, trial) tasks in blocks of 32, and the shared memory a block needs.  ``pivot`` is the
+    (candidate, trial) tasks in blocks of 32, the shared memory a block needs and the launch profile.  ``pivot`` is the
     host array of candidate pivots, ``rows`` the shared-memory rows per pivot."""
     import cupy
 
@@ -409,7 +421,7 @@ def launch_plan(pivot: np.ndarray, n_det: int, n_trials: int, rows: np.ndarray) 
     if shared > SHARED_LIMIT:
         raise ValueError(f"the arrival windows need {shared} bytes of shared memory per block, more than "
                          f"{SHARED_LIMIT}: lower the sample rate of the SNR series")
-    return dict(blocks=int(block_pivot.size), shared=shared, warps=warps_for(shared), order=cupy.asarray(order),
+    return dict(blocks=int(block_pivot.size), shared=shared, profile=profile_for(shared), order=cupy.asarray(order),
                 pivot_tasks=cupy.asarray(pivot_tasks), block_pivot=cupy.asarray(block_pivot),
                 block_first=cupy.asarray(block_first.astype(np.int64)))
 
@@ -430,11 +442,10 @@ def launch(snr, slot, sample, table, plan: dict, n_trials, step, lo, span, rho_c
 
     n_det, n_slot, n = snr.shape
     dev = device_sky_table(table)
-    warps = DEFINES.get("WARPS", plan["warps"])
-    kernel = _module(warps).get_function(kernel_name(n_det))
+    kernel = _module(plan["profile"]).get_function(kernel_name(n_det))
     if plan["shared"] > 48 * 1024:  # beyond the default 48 KB a kernel opts in (cuFuncSetAttribute)
         kernel.max_dynamic_shared_size_bytes = plan["shared"]
-    kernel((plan["blocks"],), (32 * warps,), (
+    kernel((plan["blocks"],), (32 * constants(plan["profile"])["WARPS"],), (
         snr, cupy.int64(n), cupy.int32(n_slot), plan["block_pivot"], plan["block_first"], plan["pivot_tasks"],
         plan["order"], slot, sample, dev["records"], cupy.int64(dev["records"].shape[1]), dev["size"], dev["order"],
         dev["start"], dev["row_base"], cupy.int32(table.n_dir), cupy.int32(n_trials + 1),
