@@ -6,7 +6,10 @@ window of ``W_j`` samples (the spread of its arrival offset over the sky, at mos
 travel time to the pivot) that starts ``k step (j - pivot)`` later for trial ``k``.  The block first
 copies these windows into shared memory, lane-fastest, so that the sky loop reads them without bank
 conflicts: warps take (detector, task) windows in turn, lanes the samples (coalesced), and every
-copy is issued before any is waited on (``cp.async``, no trip through registers).
+copy is issued before any is waited on (``cp.async``, no trip through registers).  ``|n . Z|^2`` and
+``|Z|^2`` do not change when every sample of a task is turned by one phase, so each lane's windows
+are then turned by the conjugate phase of its pivot sample: that sample becomes real, which saves a
+multiply-add per direction and projection row.
 
 Sky loop.  Directions come in the groups of :class:`~gwbatch.coherent.network.DirectionGroups`:
 directions that share every detector's sample offset (about 3.3 per offset pair for 12288
@@ -66,19 +69,26 @@ struct Sky {
     const int* size;  // (g0, g1, q0) per group size
     float4* tile;     // the warp's tile
     const char* lane_win;  // a group key is each detector's byte offset from here
-    float zpr, zpi, pivot_energy;
+    float zp, pivot_energy;  // the pivot's sample, real after the rotation, and |Z_pivot|^2
 };
 
-// rho_c^2 of Z (zr, zi; total = |Z|^2) in a direction with projection w (statistic._coherent_energy).
-template <int D>
+// rho_c^2 of Z (zr, zi; total = |Z|^2) in a direction with projection w (statistic._coherent_energy),
+// the pivot's sample real (zi[PIV] is never read).
+template <int D, int PIV>
 __device__ __forceinline__ float coherent_energy(const float* w, const float* zr, const float* zi, const float total)
 {
     if (D <= 2) return total;
-    float ar = 0.0f, ai = 0.0f, br = 0.0f, bi = 0.0f;
+    constexpr int J0 = PIV == 0 ? 1 : 0;  // the first detector with an imaginary part
+    float ar = w[PIV] * zr[PIV], ai = w[J0] * zi[J0], br = 0.0f, bi = 0.0f;
+    if (D >= 4) { br = w[D + PIV] * zr[PIV]; bi = w[D + J0] * zi[J0]; }
 #pragma unroll
     for (int j = 0; j < D; ++j) {
-        ar = fmaf(w[j], zr[j], ar); ai = fmaf(w[j], zi[j], ai);
-        if (D >= 4) { br = fmaf(w[D + j], zr[j], br); bi = fmaf(w[D + j], zi[j], bi); }
+        if (j == PIV) continue;
+        ar = fmaf(w[j], zr[j], ar);
+        if (D >= 4) br = fmaf(w[D + j], zr[j], br);
+        if (j == J0) continue;
+        ai = fmaf(w[j], zi[j], ai);
+        if (D >= 4) bi = fmaf(w[D + j], zi[j], bi);
     }
     if (D == 3) return fmaf(-ai, ai, fmaf(-ar, ar, total));
     return w[2 * D] * fmaf(ar, ar, ai * ai) + 2.0f * w[2 * D + 1] * fmaf(ar, br, ai * bi) + w[2 * D + 2] * fmaf(br, br, bi * bi);
@@ -98,7 +108,7 @@ __device__ __forceinline__ void group_energies(const Sky& sky, const float4* rec
     float total = sky.pivot_energy;
 #pragma unroll
     for (int j = 0; j < D; ++j) {
-        if (j == PIV) { zr[j] = sky.zpr; zi[j] = sky.zpi; continue; }
+        if (j == PIV) { zr[j] = sky.zp; zi[j] = 0.0f; continue; }
         const float2 v = *(const float2*)(sky.lane_win + key[j - (j > PIV ? 1 : 0)]);
         zr[j] = v.x; zi[j] = v.y;
         total = fmaf(v.x, v.x, fmaf(v.y, v.y, total));
@@ -113,7 +123,7 @@ __device__ __forceinline__ void group_energies(const Sky& sky, const float4* rec
                 w[4 * m] = v.x; w[4 * m + 1] = v.y; w[4 * m + 2] = v.z; w[4 * m + 3] = v.w;
             }
         }
-        visit(d, coherent_energy<D>(w, zr, zi, total));
+        visit(d, coherent_energy<D, PIV>(w, zr, zi, total));
     }
 }
 
@@ -238,12 +248,24 @@ __device__ __forceinline__ void sky_block(
     }
     const long long tp = (t - lo) % span;
     const float2 zp = snr[((long long)PIV * n_slot + s) * n + lo + (tp < 0 ? tp + span : tp)];
+    const float pivot_energy = fmaf(zp.x, zp.x, zp.y * zp.y);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
+    // 3. each lane's windows turned by the conjugate phase of its pivot sample, which makes that
+    // sample real (|n . Z| and |Z| do not change): one multiply-add less per direction and row of
+    // the projection
+    const float mag = sqrtf(pivot_energy);
+    const float c_ = mag > 0.0f ? zp.x / mag : 1.0f, s_ = mag > 0.0f ? zp.y / mag : 0.0f;
+    for (int r = warp; r < rb[D]; r += WARPS) {
+        float2* const z = win + r * STRIDE + lane;
+        const float2 v = *z;
+        *z = make_float2(fmaf(v.x, c_, v.y * s_), fmaf(v.y, c_, -v.x * s_));
+    }
+    __syncthreads();
 
-    // 3. the sky loop over the pivot's groups
-    const Sky sky{records + PIV * n_records, size + PIV * 3 * GROUP_MAX, tile + warp * WARP_TILE, (const char*)(win + lane), zp.x, zp.y,
-                  fmaf(zp.x, zp.x, zp.y * zp.y)};
+    // 4. the sky loop over the pivot's groups
+    const Sky sky{records + PIV * n_records, size + PIV * 3 * GROUP_MAX, tile + warp * WARP_TILE, (const char*)(win + lane),
+                  mag, pivot_energy};
     float best = -1.0f;
     int best_q = 0;
     AllSizes<D, PIV, GROUP_MAX>::run(sky, best, best_q);
