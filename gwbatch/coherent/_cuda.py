@@ -45,12 +45,30 @@ template <int D> struct Layout {
     static constexpr int KEY = D <= 2 ? 1 : (D == 3 ? 2 : 4);         // ints per group key
 };
 
-template <int N> struct Key;
-template <> struct Key<1> { static __device__ __forceinline__ void load(const int* p, int* k) { k[0] = *p; } };
-template <> struct Key<2> { static __device__ __forceinline__ void load(const int* p, int* k) {
-    const int2 v = *(const int2*)p; k[0] = v.x; k[1] = v.y; } };
-template <> struct Key<4> { static __device__ __forceinline__ void load(const int* p, int* k) {
-    const int4 v = *(const int4*)p; k[0] = v.x; k[1] = v.y; k[2] = v.z; k[3] = v.w; } };
+// The block's windows (dynamic) and its warps' tiles of group records, in shared memory.  Declared
+// here, not passed as pointers, so that every access is known to be a shared one (32-bit addresses).
+extern __shared__ float2 win[];
+__shared__ float4 tile[WARPS * WARP_TILE];
+
+// The key (N ints) of a group record at p.
+template <int N> __device__ __forceinline__ void load_key(const float4* p, int* k)
+{
+    if constexpr (N == 1) { k[0] = *(const int*)p; }
+    else if constexpr (N == 2) { const int2 v = *(const int2*)p; k[0] = v.x; k[1] = v.y; }
+    else { const int4 v = *(const int4*)p; k[0] = v.x; k[1] = v.y; k[2] = v.z; k[3] = v.w; }
+}
+
+// A group record in a warp's tile (in ``tile``) or in global memory.
+struct TileRecord {
+    const float4* at;
+    template <int N> __device__ __forceinline__ void key(int* k) const { load_key<N>(at, k); }
+    __device__ __forceinline__ float4 operator[](const int i) const { return at[i]; }
+};
+struct GlobalRecord {
+    const float4* at;
+    template <int N> __device__ __forceinline__ void key(int* k) const { load_key<N>(at, k); }
+    __device__ __forceinline__ float4 operator[](const int i) const { return __ldg(at + i); }
+};
 
 // One sample from global to shared memory without a trip through registers (cp.async, sm_80 on):
 // the block issues all its window loads before waiting on any.
@@ -60,15 +78,15 @@ __device__ __forceinline__ void copy_async(float2* to, const float2* from)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" :: "r"(to_shared), "l"(from) : "memory");
 }
 
-// What a lane's sky loop reads: the pivot's group records (global), its warp's tile of them in shared
-// memory, the lane's column of the windows, and the pivot's sample.  A group's record is a float4
+// What a lane's sky loop reads: the pivot's group records (global), where its warp's tile of them
+// starts in ``tile``, its column of the windows, and the pivot's sample.  A group's record is a float4
 // holding its key, then the projections of its K directions (NREC float4s each); records follow the
 // evaluation order, so group g (of K directions from position q) starts at float4 g + q NREC.
 struct Sky {
     const float4* records;
     const int* size;  // (g0, g1, q0) per group size
-    float4* tile;     // the warp's tile
-    const char* lane_win;  // a group key is each detector's byte offset from here
+    int tile_at;      // the warp's tile: tile[tile_at ..]
+    int lane_win;     // the lane's column of ``win`` in bytes: a group key is each detector's byte offset from here
     float zp, pivot_energy;  // the pivot's sample, real after the rotation, and |Z_pivot|^2
 };
 
@@ -94,22 +112,22 @@ __device__ __forceinline__ float coherent_energy(const float* w, const float* zr
     return w[2 * D] * fmaf(ar, ar, ai * ai) + 2.0f * w[2 * D + 1] * fmaf(ar, br, ai * bi) + w[2 * D + 2] * fmaf(br, br, bi * bi);
 }
 
-// rho_c^2 in the K directions of the group whose record starts at ``rec``, handed to ``visit(d,
-// value)`` in order.
-template <int D, int PIV, int K, typename Visit>
-__device__ __forceinline__ void group_energies(const Sky& sky, const float4* rec, Visit visit)
+// rho_c^2 in the K directions of the group with record ``rec`` (TileRecord or GlobalRecord), handed to
+// ``visit(d, value)`` in order.
+template <int D, int PIV, int K, typename Record, typename Visit>
+__device__ __forceinline__ void group_energies(const Sky& sky, const Record rec, Visit visit)
 {
     constexpr int NREC = Layout<D>::NREC;
     constexpr int KEY = Layout<D>::KEY;
     constexpr int DIR_UNROLL = K * NREC <= 2 * UNROLL_RECORDS ? K : 2;  // registers for the projections
     int key[KEY];
-    Key<KEY>::load((const int*)rec, key);
+    rec.template key<KEY>(key);
     float zr[D], zi[D];
     float total = sky.pivot_energy;
 #pragma unroll
     for (int j = 0; j < D; ++j) {
         if (j == PIV) { zr[j] = sky.zp; zi[j] = 0.0f; continue; }
-        const float2 v = *(const float2*)(sky.lane_win + key[j - (j > PIV ? 1 : 0)]);
+        const float2 v = *(const float2*)((const char*)win + sky.lane_win + key[j - (j > PIV ? 1 : 0)]);
         zr[j] = v.x; zi[j] = v.y;
         total = fmaf(v.x, v.x, fmaf(v.y, v.y, total));
     }
@@ -155,16 +173,18 @@ __device__ __forceinline__ void groups_of(const Sky& sky, const int g0, const in
     for (int e0 = 0; e0 < total; e0 += PER_TILE * REC) {
         __syncwarp();  // the previous tile is consumed
 #pragma unroll
-        for (int u = 0; u < PF; ++u) sky.tile[lane + 32 * u] = next[u];
+        for (int u = 0; u < PF; ++u) tile[sky.tile_at + lane + 32 * u] = next[u];
         __syncwarp();
         if (e0 + PER_TILE * REC < total) fetch(e0 + PER_TILE * REC);
-        const float4* const end = sky.tile + min(PER_TILE * REC, total - e0);
-        int qq = q0 + (w0 - g0 + e0 / REC) * K;
+        // the tile's groups, counted by their first direction's position
+        const int q_first = q0 + (w0 - g0 + e0 / REC) * K;
+        const int q_end = q_first + min(PER_TILE * REC, total - e0) / REC * K;
+        TileRecord rec{&tile[sky.tile_at]};
 #pragma unroll GROUP_UNROLL
-        for (const float4* rec = sky.tile; rec < end; rec += REC, qq += K) {
+        for (int q = q_first; q < q_end; q += K, rec.at += REC) {
             float top;
             group_energies<D, PIV, K>(sky, rec, [&](int d, float coh) { top = d == 0 ? coh : fmaxf(top, coh); });
-            if (top > best) { best = top; best_q = qq; }
+            if (top > best) { best = top; best_q = q; }
         }
     }
 }
@@ -187,7 +207,7 @@ template <int D, int PIV, int K> struct FirstOf {
         const int g0 = sky.size[3 * (K - 1)], g1 = sky.size[3 * (K - 1) + 1], q0 = sky.size[3 * (K - 1) + 2];
         if (q < q0 || q >= q0 + (g1 - g0) * K) return FirstOf<D, PIV, K - 1>::run(sky, q, best);
         int first = -1;
-        group_energies<D, PIV, K>(sky, sky.records + g0 + (q - q0) / K + (long long)q * Layout<D>::NREC,
+        group_energies<D, PIV, K>(sky, GlobalRecord{sky.records + g0 + (q - q0) / K + (long long)q * Layout<D>::NREC},
                                   [&](int d, float coh) { if (first < 0 && coh == best) first = d; });
         return q + max(first, 0);
     }
@@ -199,8 +219,7 @@ template <int D, int PIV> struct FirstOf<D, PIV, 0> {
 // The sky loop of one block: 32 (candidate, trial) tasks with pivot PIV, one per lane.
 template <int D, int PIV>
 __device__ __forceinline__ void sky_block(
-    float2* win, long long (*row_start)[32], long long (*series)[32], float4* tile,
-    float (*red_v)[32], int (*red_p)[32],
+    long long (*row_start)[32], long long (*series)[32], float (*red_v)[32], int (*red_p)[32],
     const float2* __restrict__ snr, const long long n, const int n_slot, const int* __restrict__ cand,
     const long long* __restrict__ slot, const long long* __restrict__ sample,
     const float4* __restrict__ records, const long long n_records, const int* __restrict__ size,
@@ -264,8 +283,7 @@ __device__ __forceinline__ void sky_block(
     __syncthreads();
 
     // 4. the sky loop over the pivot's groups
-    const Sky sky{records + PIV * n_records, size + PIV * 3 * GROUP_MAX, tile + warp * WARP_TILE, (const char*)(win + lane),
-                  mag, pivot_energy};
+    const Sky sky{records + PIV * n_records, size + PIV * 3 * GROUP_MAX, warp * WARP_TILE, 8 * lane, mag, pivot_energy};
     float best = -1.0f;
     int best_q = 0;
     AllSizes<D, PIV, GROUP_MAX>::run(sky, best, best_q);
@@ -301,10 +319,8 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
              const int n_dir, const int n_trials1, const long long step,
              const long long lo, const long long span, float* __restrict__ out_rc, int* __restrict__ out_pix)
 {
-    extern __shared__ float2 win[];
     __shared__ long long row_start[D][32];
     __shared__ long long series[D][32];
-    __shared__ float4 tile[WARPS * WARP_TILE];
     __shared__ float red_v[WARPS][32];
     __shared__ int red_p[WARPS][32];
     const int piv = block_pivot[blockIdx.x];
@@ -312,7 +328,7 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
     // pivot_tasks[piv]: where the pivot's candidates start in cand (as tasks), and its task count
     const long long offset = pivot_tasks[2 * piv], n_tasks = pivot_tasks[2 * piv + 1];
     const int* cand_p = cand + offset / n_trials1;
-#define SKY_CASE(P) case P: if (P < D) sky_block<D, (P < D ? P : 0)>(win, row_start, series, tile, red_v, red_p, snr, n, \
+#define SKY_CASE(P) case P: if (P < D) sky_block<D, (P < D ? P : 0)>(row_start, series, red_v, red_p, snr, n, \
         n_slot, cand_p, slot, sample, records, n_records, size, order, win_start, row_base, n_dir, n_trials1, \
         step, lo, span, first, n_tasks, out_rc, out_pix); break;
     switch (piv) { SKY_CASE(0) SKY_CASE(1) SKY_CASE(2) SKY_CASE(3) }
