@@ -9,9 +9,10 @@ the numba CPU twin on fewer candidates and reports the same per-evaluation rate.
 "Kernel" is the launch alone, on a launch layout prepared once (candidates grouped by pivot, block
 table: what each call builds from the host pivots); "with the launch layout" adds building and
 uploading it.  Neither includes the null SNR at the maxima (a vectorised gather; the end-to-end
-``max_over_sky`` row has it).  Times are CUDA-event medians after a warm-up.  The GPU's clock is
-whatever it runs at: under Nsight Compute (locked at 1.5 GHz) the kernel took 1.82 ms
-(results/coherent_h200_ncu.txt).
+``max_over_sky`` row has it).  Times are CUDA-event medians after a warm-up; the kernel alone is
+queued behind a spin kernel so that the host's launch latency is not counted
+(``benchmarks.timing.median_seconds(queued=True)``), the call is not.  The GPU's clock is whatever it
+runs at.
 
 usage: python benchmarks/coherent_kernel.py [--backend cupy|numpy] [--repeat 20] [--out results.json]
        [--define TILE=256 WARPS=16,MIN_BLOCKS=2 ...]

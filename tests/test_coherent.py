@@ -168,38 +168,44 @@ def test_direction_groups_hold_every_direction_once(ifos, order):
 
 @pytest.mark.parametrize("ifos", [("H1",), ("H1", "L1"), IFOS3, ("H1", "L1", "V1", "K1")])
 def test_cuda_group_records_decode(ifos):
-    """The CUDA kernel's group records (a key float4 whose words are each non-pivot detector's byte
-    offset into the shared-memory windows, then the group's projections in evaluation order) hold the
-    sky table: decoded here as the kernel reads them."""
-    from gwbatch.coherent._cuda import RECORD_PAD, STRIDE, device_table, group_record, projection_floats
+    """The CUDA kernel's group records (the key, whose words are each non-pivot detector's byte
+    offset into the shared-memory windows, then the group's projections in evaluation order, packed)
+    hold the sky table: decoded here as the kernel reads them."""
+    from gwbatch.coherent._cuda import (RECORD_PAD, STRIDE, device_table, direction_floats, key_ints,
+                                        record_float4s)
 
     table = network_geometry(ifos, sky_grid(3), GPS).sky_table(4096.0, np.linspace(1.0, 2.0, len(ifos)))
     dev = device_table(table)
     n_det = len(ifos)
-    row_bytes = STRIDE * 8
-    nrec = projection_floats(n_det) // 4
+    n_key, n_floats = key_ints(n_det), direction_floats(n_det)
     groups = table.groups
-    assert dev["records"].shape == (n_det, groups.offsets.shape[1] + table.n_dir * nrec + RECORD_PAD, 4)
     for piv in range(n_det):
         others = [j for j in range(n_det) if j != piv]
         keys, proj = [], []
-        for k, (g0, g1, q0) in enumerate(dev["size"][piv], start=1):
+        end = 0
+        for k, (g0, g1, q0, r0) in enumerate(dev["size"][piv], start=1):
+            assert r0 == end  # the sizes' records follow one another
+            rec = record_float4s(n_det, k)
             for g in range(g0, g1):
-                r = group_record(n_det, g, q0 + (g - g0) * k)
-                keys.append(dev["records"][piv, r].view(np.int32))
-                proj.append(dev["records"][piv, r + 1:r + 1 + k * nrec].reshape(k, 4 * nrec))
+                flat = dev["records"][piv, r0 + (g - g0) * rec:r0 + (g - g0 + 1) * rec].ravel()
+                keys.append(flat[:n_key].view(np.int32))
+                proj.append(flat[n_key:n_key + k * n_floats].reshape(k, n_floats))
+            end = r0 + (g1 - g0) * rec
+        assert dev["records"].shape[1] >= end + RECORD_PAD
         n_groups = int(dev["size"][piv, -1, 1])
         assert len(keys) == n_groups
         keys, proj = np.array(keys), np.concatenate(proj)
         for m, j in enumerate(others):
-            row = keys[:, m] // row_bytes  # bytes from a lane's column to its row
-            assert np.all(keys[:, m] % row_bytes == 0)
+            row = keys[:, m] // (STRIDE * 8)  # bytes from a lane's column to its row
+            assert np.all(keys[:, m] % (STRIDE * 8) == 0)
             rel = row - dev["row_base"][piv, j]
             np.testing.assert_array_equal(rel + dev["start"][piv, j], groups.offsets[piv, :n_groups, j])
             width = dev["row_base"][piv, j + 1] - dev["row_base"][piv, j]
             assert rel.min() >= 0 and rel.max() < width
         assert dev["row_base"][piv, piv + 1] == dev["row_base"][piv, piv]  # the pivot has no window
-        np.testing.assert_array_equal(proj[:, :table.projection.shape[1]], table.projection[groups.order[piv]])
+        n_geo = table.projection.shape[1]
+        np.testing.assert_array_equal(proj[:, :n_geo], table.projection[groups.order[piv]])
+        assert not proj[:, n_geo:].any()
 
 
 def test_sky_maximum_ties_go_to_the_first_direction_in_evaluation_order():

@@ -14,8 +14,8 @@ multiply-add per direction and projection row.
 Sky loop.  Directions come in the groups of :class:`~gwbatch.coherent.network.DirectionGroups`:
 directions that share every detector's sample offset (about 3.3 per offset pair for 12288
 directions at 2048 Hz, 54 for 196608), at most ``GROUP_MAX`` to a group, groups of one size
-together.  Each pivot's groups are one stream of records (a key float4, then the projections of the
-group's directions; :func:`device_table`).  Each warp takes a contiguous share of every group size
+together.  Each pivot's groups are one stream of records (the key, then the projections of the
+group's directions, packed: three floats a direction for three detectors; :func:`device_table`).  Each warp takes a contiguous share of every group size
 and stages it in tiles in its own part of shared memory (coalesced loads; the next tile waits in
 registers while this one is evaluated; no block-wide barrier in the loop).  Per group a lane reads
 its non-pivot samples once (one 8-byte shared load per detector at the byte offset the key gives,
@@ -40,9 +40,13 @@ SOURCE = r"""
 #define STRIDE 33
 
 template <int D> struct Layout {
-    static constexpr int GEO = D == 3 ? 3 : (D >= 4 ? 2 * D + 3 : 0);  // projection floats
-    static constexpr int NREC = (GEO + 3) / 4 > 0 ? (GEO + 3) / 4 : 1;  // float4s per direction
+    static constexpr int GEO = D == 3 ? 3 : (D >= 4 ? 2 * D + 3 : 0);  // projection floats per direction
     static constexpr int KEY = D <= 2 ? 1 : (D == 3 ? 2 : 4);         // ints per group key
+    // floats per direction in a record: packed for three detectors, whole float4s beyond
+    static constexpr int DIR = D == 3 ? 3 : (GEO + 3) / 4 * 4;
+    template <int K> static constexpr int REC = (KEY + K * DIR + 3) / 4;  // float4s per record of K directions
+    // record float4s in flight per warp: half as many for four detectors (12 floats a direction)
+    static constexpr int UNROLL = D >= 4 ? UNROLL_RECORDS / 2 : UNROLL_RECORDS;
 };
 
 // The block's windows (dynamic) and its warps' tiles of group records, in shared memory.  Declared
@@ -50,25 +54,23 @@ template <int D> struct Layout {
 extern __shared__ float2 win[];
 __shared__ float4 tile[WARPS * WARP_TILE];
 
-// The key (N ints) of a group record at p.
-template <int N> __device__ __forceinline__ void load_key(const float4* p, int* k)
-{
-    if constexpr (N == 1) { k[0] = *(const int*)p; }
-    else if constexpr (N == 2) { const int2 v = *(const int2*)p; k[0] = v.x; k[1] = v.y; }
-    else { const int4 v = *(const int4*)p; k[0] = v.x; k[1] = v.y; k[2] = v.z; k[3] = v.w; }
-}
-
-// A group record in a warp's tile (in ``tile``) or in global memory.
+// A group record in a warp's tile (in ``tile``) or in global memory, read a float4 at a time.
 struct TileRecord {
     const float4* at;
-    template <int N> __device__ __forceinline__ void key(int* k) const { load_key<N>(at, k); }
     __device__ __forceinline__ float4 operator[](const int i) const { return at[i]; }
 };
 struct GlobalRecord {
     const float4* at;
-    template <int N> __device__ __forceinline__ void key(int* k) const { load_key<N>(at, k); }
     __device__ __forceinline__ float4 operator[](const int i) const { return __ldg(at + i); }
 };
+
+// Float i of a record (i known at compile time once unrolled; a float4 read twice is read once).
+template <typename Record>
+__device__ __forceinline__ float record_float(const Record& rec, const int i)
+{
+    const float4 v = rec[i / 4];
+    return (i & 3) == 0 ? v.x : ((i & 3) == 1 ? v.y : ((i & 3) == 2 ? v.z : v.w));
+}
 
 // One sample from global to shared memory without a trip through registers (cp.async, sm_80 on):
 // the block issues all its window loads before waiting on any.
@@ -79,12 +81,12 @@ __device__ __forceinline__ void copy_async(float2* to, const float2* from)
 }
 
 // What a lane's sky loop reads: the pivot's group records (global), where its warp's tile of them
-// starts in ``tile``, its column of the windows, and the pivot's sample.  A group's record is a float4
-// holding its key, then the projections of its K directions (NREC float4s each); records follow the
-// evaluation order, so group g (of K directions from position q) starts at float4 g + q NREC.
+// starts in ``tile``, its column of the windows, and the pivot's sample.  A group's record is its key
+// (KEY ints) and the projections of its K directions (GEO floats each), packed, in Layout::rec(K)
+// float4s; records follow the evaluation order, groups of one size together.
 struct Sky {
     const float4* records;
-    const int* size;  // (g0, g1, q0) per group size
+    const int* size;  // (g0, g1, q0, r0) per group size: groups, first position, first record
     int tile_at;      // the warp's tile: tile[tile_at ..]
     int lane_win;     // the lane's column of ``win`` in bytes: a group key is each detector's byte offset from here
     float zp, pivot_energy;  // the pivot's sample, real after the rotation, and |Z_pivot|^2
@@ -117,11 +119,14 @@ __device__ __forceinline__ float coherent_energy(const float* w, const float* zr
 template <int D, int PIV, int K, typename Record, typename Visit>
 __device__ __forceinline__ void group_energies(const Sky& sky, const Record rec, Visit visit)
 {
-    constexpr int NREC = Layout<D>::NREC;
+    constexpr int GEO = Layout<D>::GEO, DIR = Layout<D>::DIR;
     constexpr int KEY = Layout<D>::KEY;
-    constexpr int DIR_UNROLL = K * NREC <= 2 * UNROLL_RECORDS ? K : 2;  // registers for the projections
+    // packed projections are read at indices known at compile time (every direction unrolled); whole
+    // float4s may be read a few directions at a time (registers)
+    constexpr int DIR_UNROLL = DIR % 4 != 0 || K * DIR <= 8 * Layout<D>::UNROLL ? K : 2;
     int key[KEY];
-    rec.template key<KEY>(key);
+#pragma unroll
+    for (int m = 0; m < KEY; ++m) key[m] = __float_as_int(record_float(rec, m));
     float zr[D], zi[D];
     float total = sky.pivot_energy;
 #pragma unroll
@@ -133,13 +138,16 @@ __device__ __forceinline__ void group_energies(const Sky& sky, const Record rec,
     }
 #pragma unroll DIR_UNROLL
     for (int d = 0; d < K; ++d) {
-        float w[4 * NREC];
-        if (D >= 3) {  // two detectors or fewer: nothing to project
+        float w[DIR > 0 ? DIR : 1];
+        if constexpr (DIR % 4 == 0) {
 #pragma unroll
-            for (int m = 0; m < NREC; ++m) {
-                const float4 v = rec[1 + d * NREC + m];
+            for (int m = 0; m < DIR / 4; ++m) {
+                const float4 v = rec[(KEY + 3) / 4 + d * (DIR / 4) + m];
                 w[4 * m] = v.x; w[4 * m + 1] = v.y; w[4 * m + 2] = v.z; w[4 * m + 3] = v.w;
             }
+        } else {
+#pragma unroll
+            for (int m = 0; m < GEO; ++m) w[m] = record_float(rec, KEY + d * DIR + m);
         }
         visit(d, coherent_energy<D, PIV>(w, zr, zi, total));
     }
@@ -150,18 +158,18 @@ __device__ __forceinline__ void group_energies(const Sky& sky, const Record rec,
 // (coalesced loads; the next tile waits in registers while this one is evaluated; no block-wide
 // barrier), keeping the running maximum of rho_c^2 and the position of the first group that reached it.
 template <int D, int PIV, int K>
-__device__ __forceinline__ void groups_of(const Sky& sky, const int g0, const int g1, const int q0, float& best, int& best_q)
+__device__ __forceinline__ void groups_of(const Sky& sky, const int g0, const int g1, const int q0, const int r0,
+                                          float& best, int& best_q)
 {
-    constexpr int REC = 1 + K * Layout<D>::NREC;  // float4s per group record
+    constexpr int REC = Layout<D>::template REC<K>;        // float4s per group record
     constexpr int PER_TILE = WARP_TILE / REC;      // groups per tile
     constexpr int PF = (PER_TILE * REC + 31) / 32;  // float4s per lane and tile
     // several groups in flight where registers allow
-    constexpr int GROUP_UNROLL = UNROLL_RECORDS / REC >= 4 ? 4 : (UNROLL_RECORDS / REC >= 2 ? 2 : 1);
+    constexpr int GROUP_UNROLL = Layout<D>::UNROLL / REC >= 4 ? 4 : (Layout<D>::UNROLL / REC >= 2 ? 2 : 1);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int share = (g1 - g0 + WARPS - 1) / WARPS;
     const int w0 = min(g1, g0 + warp * share), w1 = min(g1, w0 + share);
-    // group g's record starts at float4 g + q NREC, q = q0 + (g - g0) K its first direction's position
-    const float4* const first = sky.records + (long long)w0 + (long long)(q0 + (w0 - g0) * K) * Layout<D>::NREC;
+    const float4* const first = sky.records + r0 + (long long)(w0 - g0) * REC;
     const int total = (w1 - w0) * REC;  // float4s of the warp's share
     // whole tiles are read and stored: the record stream is padded, the tile is the warp's own
     float4 next[PF];
@@ -193,7 +201,8 @@ __device__ __forceinline__ void groups_of(const Sky& sky, const int g0, const in
 template <int D, int PIV, int K> struct AllSizes {
     static __device__ __forceinline__ void run(const Sky& sky, float& best, int& best_q) {
         AllSizes<D, PIV, K - 1>::run(sky, best, best_q);
-        groups_of<D, PIV, K>(sky, sky.size[3 * (K - 1)], sky.size[3 * (K - 1) + 1], sky.size[3 * (K - 1) + 2], best, best_q);
+        const int* const s = sky.size + 4 * (K - 1);
+        groups_of<D, PIV, K>(sky, s[0], s[1], s[2], s[3], best, best_q);
     }
 };
 template <int D, int PIV> struct AllSizes<D, PIV, 0> {
@@ -204,10 +213,11 @@ template <int D, int PIV> struct AllSizes<D, PIV, 0> {
 // ``best``: the group's energies again, in the same arithmetic, so the maximum is found bit for bit.
 template <int D, int PIV, int K> struct FirstOf {
     static __device__ __noinline__ int run(const Sky& sky, const int q, const float best) {
-        const int g0 = sky.size[3 * (K - 1)], g1 = sky.size[3 * (K - 1) + 1], q0 = sky.size[3 * (K - 1) + 2];
+        const int* const s = sky.size + 4 * (K - 1);
+        const int g0 = s[0], g1 = s[1], q0 = s[2], r0 = s[3];
         if (q < q0 || q >= q0 + (g1 - g0) * K) return FirstOf<D, PIV, K - 1>::run(sky, q, best);
         int first = -1;
-        group_energies<D, PIV, K>(sky, GlobalRecord{sky.records + g0 + (q - q0) / K + (long long)q * Layout<D>::NREC},
+        group_energies<D, PIV, K>(sky, GlobalRecord{sky.records + r0 + (q - q0) / K * Layout<D>::template REC<K>},
                                   [&](int d, float coh) { if (first < 0 && coh == best) first = d; });
         return q + max(first, 0);
     }
@@ -283,7 +293,7 @@ __device__ __forceinline__ void sky_block(
     __syncthreads();
 
     // 4. the sky loop over the pivot's groups
-    const Sky sky{records + PIV * n_records, size + PIV * 3 * GROUP_MAX, warp * WARP_TILE, 8 * lane, mag, pivot_energy};
+    const Sky sky{records + PIV * n_records, size + PIV * 4 * GROUP_MAX, warp * WARP_TILE, 8 * lane, mag, pivot_energy};
     float best = -1.0f;
     int best_q = 0;
     AllSizes<D, PIV, GROUP_MAX>::run(sky, best, best_q);
@@ -346,12 +356,13 @@ DEFINES: dict = {}
 #: Launch profiles: warps per block (they share the block's 32 tasks' windows and split the
 #: directions), the resident blocks per SM the compiler must allow (registers <= 65536 / (32 WARPS
 #: MIN_BLOCKS)), each warp's tile of group records in shared memory (float4s; 8 KB a block either
-#: way) and the record float4s in flight per warp (groups of K directions run UNROLL_RECORDS / (1 + K
-#: NREC) at a time, 1 to 4; the most that compiles without register spills).  Narrow while three
-#: blocks' windows fit in an SM's shared memory, wide beyond (4096 Hz).
+#: way) and the record float4s in flight per warp (groups of K directions run UNROLL_RECORDS /
+#: record_float4s(D, K) at a time, 1 to 4; half that for four detectors; the most that compiles
+#: without register spills).  Narrow
+#: while three blocks' windows fit in an SM's shared memory, wide beyond (4096 Hz).
 PROFILES = {
-    "narrow": {"WARPS": 8, "MIN_BLOCKS": 3, "WARP_TILE": 64, "UNROLL_RECORDS": 6},
-    "wide": {"WARPS": 16, "MIN_BLOCKS": 2, "WARP_TILE": 32, "UNROLL_RECORDS": 4},
+    "narrow": {"WARPS": 8, "MIN_BLOCKS": 3, "WARP_TILE": 64, "UNROLL_RECORDS": 8},
+    "wide": {"WARPS": 16, "MIN_BLOCKS": 2, "WARP_TILE": 32, "UNROLL_RECORDS": 8},
 }
 RECORD_PAD = 128  # float4s after each pivot's record stream: warps read whole tiles of up to this many
 SM_SHARED = 228 * 1024  # shared memory of an H100/H200 SM
@@ -383,17 +394,26 @@ def kernel_name(n_det: int) -> str:
     return f"coherent_max<{n_det}>"
 
 
-def projection_floats(n_det: int) -> int:
-    """Floats per direction in the kernel's projection table (a multiple of 4)."""
-    geo = 3 if n_det == 3 else (2 * n_det + 3 if n_det >= 4 else 0)
-    return 4 * max(1, -(-geo // 4))
+def key_ints(n_det: int) -> int:
+    """Ints of a group key: the byte offsets of the ``n_det - 1`` other detectors, padded to 1, 2 or 4."""
+    return 1 if n_det <= 2 else (2 if n_det == 3 else 4)
 
 
-def group_record(n_det: int, g: int, q: int) -> int:
-    """Where (in float4s) the record of group ``g``, whose first direction has evaluation position
-    ``q``, starts in a pivot's record stream: one key float4 per group before it, one projection per
-    direction before it."""
-    return g + q * projection_floats(n_det) // 4
+def geometry_floats(n_det: int) -> int:
+    """Projection floats per direction (``SkyTable.projection``'s columns)."""
+    return 3 if n_det == 3 else (2 * n_det + 3 if n_det >= 4 else 0)
+
+
+def direction_floats(n_det: int) -> int:
+    """Floats per direction in a group record: the projection, packed for three detectors, padded to
+    whole float4s beyond (so that the kernel may read a few directions at a time)."""
+    geo = geometry_floats(n_det)
+    return geo if n_det == 3 else -(-geo // 4) * 4
+
+
+def record_float4s(n_det: int, k: int) -> int:
+    """Float4s of the record of a group of ``k`` directions: its key, then the ``k`` projections."""
+    return -(-(key_ints(n_det) + k * direction_floats(n_det)) // 4)
 
 
 @functools.cache
@@ -408,11 +428,12 @@ def device_table(table) -> dict:
     """Host-side layout of a sky table for the kernel: per pivot, each detector's window start
     (``start``, ``(D, D)``), shared-memory rows (``row_base``, ``(D, D+1)``, prefix sums of the
     window widths, the pivot's own width 0), the record stream of its direction groups
-    (:attr:`~gwbatch.coherent.network.SkyTable.groups`; ``records``, ``(D, R, 4)`` float32, each group
-    a key float4, whose int32 words are each non-pivot detector's byte offset from a lane's column of
-    the windows, followed by its directions' projections in evaluation order, ``projection_floats(D)``
-    each; see :func:`group_record`), the bounds of each group size (``size``) and the order itself
-    (``order``)."""
+    (:attr:`~gwbatch.coherent.network.SkyTable.groups`; ``records``, ``(D, R, 4)`` float32: per group
+    its key, ``key_ints(D)`` int32 words holding each non-pivot detector's byte offset from a lane's
+    column of the windows, then its directions' projections in evaluation order,
+    ``direction_floats(D)`` each, in ``record_float4s(D, k)`` float4s), the bounds of each group
+    size (``size``, ``(D, GROUP_MAX, 4)``: first and end group, first direction position, first
+    record) and the order itself (``order``)."""
     offsets, groups = table.offsets, table.groups
     n_det, n_dir, _ = offsets.shape
     if n_det > MAX_DETECTORS:
@@ -422,22 +443,25 @@ def device_table(table) -> dict:
     width[np.arange(n_det), np.arange(n_det)] = 0
     row_base = np.zeros((n_det, n_det + 1), np.int32)
     row_base[:, 1:] = np.cumsum(width, axis=1)
-    nrec = projection_floats(n_det) // 4
-    records = np.zeros((n_det, groups.offsets.shape[1] + n_dir * nrec + RECORD_PAD, 4), np.float32)
+    n_key, n_dir_floats = key_ints(n_det), direction_floats(n_det)
+    counts = groups.size[:, :, 1] - groups.size[:, :, 0]  # (pivot, k - 1)
+    rec = np.array([record_float4s(n_det, k) for k in range(1, GROUP_MAX + 1)])
+    first_record = np.zeros_like(counts)
+    first_record[:, 1:] = np.cumsum(counts * rec, axis=1)[:, :-1]
+    size = np.concatenate([groups.size, first_record[:, :, None]], axis=2).astype(np.int32)
+    records = np.zeros((n_det, int((counts * rec).sum(axis=1).max()) + RECORD_PAD, 4), np.float32)
     for piv in range(n_det):
         others = [j for j in range(n_det) if j != piv]
         keys = (groups.offsets[piv][:, others] - start[piv, others] + row_base[piv, others]) * STRIDE * 8
-        proj = np.zeros((n_dir, nrec * 4), np.float32)
+        proj = np.zeros((n_dir, n_dir_floats), np.float32)
         proj[:, :table.projection.shape[1]] = table.projection[groups.order[piv]]
-        for k, (g0, g1, q0) in enumerate(groups.size[piv], start=1):
+        for k, (g0, g1, q0, r0) in enumerate(size[piv], start=1):
             if g1 == g0:
                 continue
-            first, last = group_record(n_det, g0, q0), group_record(n_det, g1, q0 + (g1 - g0) * k)
-            block = records[piv, first:last].reshape(g1 - g0, 1 + k * nrec, 4)
-            block[:, 0].view(np.int32)[:, :n_det - 1] = keys[g0:g1]
-            block[:, 1:] = proj[q0:q0 + (g1 - g0) * k].reshape(g1 - g0, k * nrec, 4)
-    return dict(start=start, row_base=row_base, records=records, size=groups.size.astype(np.int32),
-                order=groups.order.astype(np.int32))
+            flat = records[piv, r0:r0 + (g1 - g0) * rec[k - 1]].reshape(g1 - g0, 4 * rec[k - 1])
+            flat[:, :n_key].view(np.int32)[:, :n_det - 1] = keys[g0:g1]
+            flat[:, n_key:n_key + k * n_dir_floats] = proj[q0:q0 + (g1 - g0) * k].reshape(g1 - g0, k * n_dir_floats)
+    return dict(start=start, row_base=row_base, records=records, size=size, order=groups.order.astype(np.int32))
 
 
 def launch_plan(pivot: np.ndarray, n_det: int, n_trials: int, rows: np.ndarray) -> dict:
