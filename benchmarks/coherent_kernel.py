@@ -81,6 +81,11 @@ def main() -> int:
                     help="also time the seed and 4096 Hz configurations with these compile-time constants "
                          "(gwbatch.coherent._cuda.DEFINES), one variant per argument")
     args = ap.parse_args()
+    from gwbatch.coherent._cuda import PROFILES
+
+    for constants in args.define:
+        if constants.get("PROFILE", "narrow") not in PROFILES:
+            ap.error(f"--define PROFILE={constants['PROFILE']}: the profiles are {', '.join(PROFILES)}")
     rows = []
     n_trials = 100
     if args.backend == "cupy":

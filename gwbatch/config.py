@@ -236,8 +236,9 @@ class SpiirSearchConfig(StrictModel):
     cluster_window: PositiveFloat = Field(0.1, description="keep the loudest trigger within this many seconds")
     batch: PositiveInt = Field(256, description="templates filtered per pass")
     bank_cache: Path | None = Field(
-        None, description="directory of placed templates and built banks, by fingerprint (configuration, PSD, "
-                          "templates); default <output>/banks. Campaigns that name the same directory share them")
+        None, description="directory of placed templates and built banks, by configuration, templates and PSD (a "
+                          "bank serves PSDs within 1e-6 of its own); default <output>/banks. Campaigns that name "
+                          "the same directory share them")
     coherent: CoherentConfig = CoherentConfig()
 
     @field_validator("psd")

@@ -130,10 +130,16 @@ def test_scale_runs_share_the_bank_cache(tmp_path):
 
 
 def test_coherent_benchmark_refuses_a_bad_define():
-    """``--define`` takes NAME=INTEGER items and names a bad one."""
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "coherent_kernel.py"), "--backend", "numpy",
-                          "--define", "TILE=abc"], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2 and "'TILE=abc' is not NAME=INTEGER" in run.stderr
+    """``--define`` takes NAME=INTEGER or NAME=WORD items and names a bad one; a profile must be one
+    the kernel has."""
+    script = str(ROOT / "benchmarks" / "coherent_kernel.py")
+    run = subprocess.run([sys.executable, script, "--backend", "numpy", "--define", "TILE=1.5"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "'TILE=1.5' is not NAME=INTEGER or NAME=WORD" in run.stderr
+    run = subprocess.run([sys.executable, script, "--backend", "numpy", "--define", "PROFILE=huge"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "PROFILE=huge" in run.stderr and "narrow" in run.stderr
     from benchmarks.timing import define_variant
 
     assert define_variant("WARPS=16,MIN_BLOCKS=2") == {"WARPS": 16, "MIN_BLOCKS": 2}
+    assert define_variant("PROFILE=wide") == {"PROFILE": "wide"}

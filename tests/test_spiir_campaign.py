@@ -142,6 +142,34 @@ def test_campaigns_share_a_bank_cache(runs, small_store, bank_file, tmp_path, mo
     assert len(a) == len(b) and np.array_equal(a["gps_time"].to_numpy(), b["gps_time"].to_numpy())
 
 
+def test_bank_cache_serves_a_psd_within_tolerance(runs, small_store, bank_file):
+    """A cached bank is found for a PSD that differs from its own in the last bits (as the same
+    data's PSD does between NumPy and SciPy builds), and not for one that differs measurably."""
+    from gwbatch.conditioning.psd import PSD, design
+    from gwbatch.config import load_bank_config
+    from gwbatch.io.banks import read_bank_psd
+    from workflow import bank as bank_mod
+
+    run = runs[64.0]
+    cache = run.out / "banks"
+    cfg = load_bank_config(bank_file)
+    placement = design(spiir_campaign(small_store, bank_file, run.out, 64.0).search.placement_psd, cfg.sample_rate)
+    templates = bank_mod.placed_templates(cfg, placement, cache)
+    rng = np.random.default_rng(1)
+    built = sorted(cache.glob("small-bbh-*.h5"))
+    assert len(built) == 2
+    for path in built:
+        psd = read_bank_psd(path)
+        assert bank_mod.cached_bank_path(cfg, psd, templates, cache) == path
+        nudged = PSD(psd.frequencies, psd.values * (1 + 1e-13 * rng.standard_normal(psd.values.size)), psd.source)
+        assert nudged.fingerprint() != psd.fingerprint()
+        assert bank_mod.cached_bank_path(cfg, nudged, templates, cache) == path
+        moved = PSD(psd.frequencies, psd.values * 1.001, psd.source)
+        new = bank_mod.cached_bank_path(cfg, moved, templates, cache)
+        assert new.parent == cache and not new.exists()
+    assert read_bank_psd(cache / "missing.h5") is None
+
+
 def test_bank_cache_that_is_a_file_is_refused(small_store, bank_file, tmp_path):
     """A bank cache that cannot be a directory is a configuration error naming it, before any task."""
     from gwbatch.errors import ConfigError

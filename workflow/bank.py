@@ -1,7 +1,10 @@
 """Building SPIIR banks: place, build every template on the cluster's CPU workers, pack, cache.
 
-A built bank is cached as ``CACHE/<name>-<fingerprint>.h5``; the fingerprint covers the bank
-configuration and the PSD, so a bank is rebuilt exactly when either changes.  The placed templates
+A built bank is cached as ``CACHE/<name>-<construction>-<PSD>.h5``: what it is built from (the bank
+configuration, its templates, the construction version) and the PSD its filters are for.  A cached
+bank with the same construction is reused for a PSD within ``PSD_RTOL`` of its own at every
+frequency: the same data's PSD comes out different in the last bits from different NumPy and SciPy
+builds, so banks built on one machine serve another.  The placed templates
 (which the fingerprint needs, and which take tens of seconds to place for a thousand-template bank)
 are cached as ``CACHE/<name>-placement-<key>.json``, keyed by the bank configuration and the
 placement PSD.
@@ -20,9 +23,9 @@ import numpy as np
 from gwbatch.conditioning import psd as psd_mod
 from gwbatch.config import BankConfig
 from gwbatch.errors import GwbatchError
-from gwbatch.io.banks import load_bank, read_bank_file, save_bank
+from gwbatch.io.banks import load_bank, read_bank_file, read_bank_psd, save_bank
 from gwbatch.io.store import dq_sample_mask, open_store, read_dq, read_meta, read_strain
-from gwbatch.spiir.bank import FilterBank, bank_fingerprint, build_template, pack, place
+from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place
 from gwbatch.waveforms import Template
 from workflow.cluster import Cluster
 from workflow.execute import run_tasks
@@ -74,9 +77,26 @@ def placed_templates(cfg: BankConfig, psd: psd_mod.PSD, cache: str | Path | None
     return templates
 
 
+#: Relative PSD difference under which a cached bank is reused: far above the last-bit differences
+#: of PSD estimates between library builds (~1e-15), far below what changes a bank's filters
+#: measurably (their overlaps are quoted to 1e-4).
+PSD_RTOL = 1e-6
+
+
 def cached_bank_path(cfg: BankConfig, psd: psd_mod.PSD, templates: list[Template], cache: str | Path) -> Path:
-    """Where the bank built from ``cfg`` for ``psd`` and ``templates`` is cached."""
-    return Path(cache) / f"{cfg.name}-{bank_fingerprint(cfg, psd, templates)}.h5"
+    """Where the bank built from ``cfg`` for ``psd`` and ``templates`` is cached: a cached bank of the
+    same construction built for a PSD within ``PSD_RTOL`` of ``psd``, else the path it is to be
+    written to."""
+    stem = f"{cfg.name}-{construction_key(cfg, templates)}"
+    exact = Path(cache) / f"{stem}-{psd.fingerprint()}.h5"
+    if exact.exists():
+        return exact
+    for other in sorted(Path(cache).glob(f"{stem}-*.h5")):
+        built_for = read_bank_psd(other)
+        if built_for is not None and built_for.matches(psd, PSD_RTOL):
+            log.info("bank %s: cached at %s, built for a PSD within %g of this one", cfg.name, other, PSD_RTOL)
+            return other
+    return exact
 
 
 def _build_batch(cfg: BankConfig, psd: psd_mod.PSD, item: tuple[int, list]):

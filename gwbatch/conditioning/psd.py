@@ -91,6 +91,13 @@ class PSD:
         data = np.ascontiguousarray(self.frequencies).tobytes() + np.ascontiguousarray(self.values).tobytes()
         return hashlib.sha256(data).hexdigest()[:16]
 
+    def matches(self, other: PSD, rtol: float) -> bool:
+        """The same frequencies, and values within ``rtol`` relative of ``other``'s at every one (equal
+        where not finite)."""
+        return (self.frequencies.shape == other.frequencies.shape and self.values.shape == other.values.shape
+                and np.allclose(self.frequencies, other.frequencies, rtol=1e-12, atol=0.0)
+                and np.allclose(self.values, other.values, rtol=rtol, atol=0.0, equal_nan=True))
+
 
 def design(model: str, sample_rate: float = 4096.0, delta_f: float = 0.125) -> PSD:
     """A design curve (``aLIGO``, ``AdVirgo``, ``KAGRA``; :mod:`gwbatch.simulate.psd`) as a :class:`PSD`."""

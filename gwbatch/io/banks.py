@@ -79,6 +79,18 @@ def save_bank(bank: FilterBank, path: str | os.PathLike) -> Path:
     return path
 
 
+def read_bank_psd(path: str | os.PathLike) -> PSD | None:
+    """The PSD a built bank file was made for, without reading its filters; None when ``path`` is not
+    a readable built bank."""
+    try:
+        with h5py.File(path, "r") as fh:
+            if fh.attrs.get("format") != FORMAT:
+                return None
+            return PSD(fh["psd_frequencies"][()], fh["psd_values"][()], str(fh.attrs["psd_source"]))
+    except (OSError, KeyError):
+        return None
+
+
 def load_bank(path: str | os.PathLike) -> FilterBank:
     try:
         with h5py.File(path, "r") as fh:

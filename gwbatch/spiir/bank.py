@@ -160,13 +160,19 @@ class FilterBank:
 CONSTRUCTION_VERSION = 2
 
 
-def bank_fingerprint(cfg: BankConfig, psd: PSD, templates: list[Template]) -> str:
-    """Identifies a built bank: its configuration, the PSD its filters are for, its templates and
-    the construction version."""
+def construction_key(cfg: BankConfig, templates: list[Template]) -> str:
+    """What a built bank is made from apart from its PSD: its configuration, its templates and the
+    construction version."""
     points = np.array([(t.mass1, t.mass2, t.spin1z, t.spin2z) for t in templates], dtype=np.float64)
     blob = (f"construction {CONSTRUCTION_VERSION}".encode() + json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()
-            + psd.fingerprint().encode() + points.tobytes())
+            + points.tobytes())
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def bank_fingerprint(cfg: BankConfig, psd: PSD, templates: list[Template]) -> str:
+    """Identifies a built bank: its construction (:func:`construction_key`) and the PSD its filters
+    are for."""
+    return hashlib.sha256((construction_key(cfg, templates) + psd.fingerprint()).encode()).hexdigest()[:16]
 
 
 def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD, templates: list[Template]) -> FilterBank:
