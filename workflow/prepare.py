@@ -28,6 +28,22 @@ from workflow.plan import Plan
 log = logging.getLogger("gwbatch")
 
 
+def bank_psds(campaign: Campaign, plan: Plan, meta: StoreMeta) -> dict:
+    """The PSD each detector's SPIIR bank is built for: measured from the store's first
+    ``search.psd_seconds`` of the span as the chunks will whiten it, or a design curve."""
+    search, cond = campaign.search, campaign.conditioning
+    psds = {}
+    for ifo in plan.ifos:
+        if search.psd == "data":
+            measured = store_psd(meta.path, ifo, start=plan.span_start, seconds=search.psd_seconds,
+                                 segment=cond.psd.segment, dq_flags=tuple(campaign.data.dq_flags))
+            psds[ifo] = effective_psd(measured, meta.sample_rate, int(round(cond.filter_duration * meta.sample_rate)),
+                                      cond.f_low, cond.f_high)
+        else:
+            psds[ifo] = design(search.psd, meta.sample_rate)
+    return psds
+
+
 def prepare(campaign: Campaign, plan: Plan, meta: StoreMeta, outdir: Path, progress: bool) -> dict:
     """Resources the chunks of ``campaign`` need (``{}`` for searches that need none).
 
@@ -48,16 +64,7 @@ def prepare(campaign: Campaign, plan: Plan, meta: StoreMeta, outdir: Path, progr
         raise ConfigError(f"search.bank_cache {str(cache)!r} cannot hold banks: {exc.strerror or exc}; "
                           "name a directory that exists or can be created") from exc
     templates = placed_templates(cfg, design(search.placement_psd, meta.sample_rate), cache)
-    psds = {}
-    for ifo in plan.ifos:
-        if search.psd == "data":
-            cond = campaign.conditioning
-            measured = store_psd(meta.path, ifo, start=plan.span_start, seconds=search.psd_seconds,
-                                 segment=cond.psd.segment, dq_flags=tuple(campaign.data.dq_flags))
-            psds[ifo] = effective_psd(measured, meta.sample_rate, int(round(cond.filter_duration * meta.sample_rate)),
-                                      cond.f_low, cond.f_high)
-        else:
-            psds[ifo] = design(search.psd, meta.sample_rate)
+    psds = bank_psds(campaign, plan, meta)
     paths = {ifo: cached_bank_path(cfg, psds[ifo], templates, cache) for ifo in plan.ifos}
     missing = [ifo for ifo in plan.ifos if not paths[ifo].exists()]
     if missing:
