@@ -170,6 +170,33 @@ def test_bank_cache_serves_a_psd_within_tolerance(runs, small_store, bank_file):
     assert read_bank_psd(cache / "missing.h5") is None
 
 
+def test_bank_cache_benchmark_finds_the_cached_banks(runs, small_store, bank_file, tmp_path):
+    """benchmarks/bank_cache.py looks a campaign's banks up as its prepare step does: it finds both
+    detectors' banks in the campaign's cache (the same PSD bytes), and exits 1 naming them for an
+    empty cache, building nothing."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    run = runs[64.0]
+    config = tmp_path / "small.yaml"
+    config.write_text(yaml.safe_dump(spiir_campaign(small_store, bank_file, run.out, 64.0).model_dump(mode="json")))
+    script = [sys.executable, str(root / "benchmarks" / "bank_cache.py"), str(small_store)]
+    found = subprocess.run(script + [str(run.out / "banks"), "--campaign", str(config), "--out", str(tmp_path / "r.json")],
+                           capture_output=True, text=True, timeout=600, cwd=root)
+    assert found.returncode == 0, found.stderr
+    banks = json.loads((tmp_path / "r.json").read_text())["banks"]
+    assert set(banks) == {"H1", "L1"}
+    assert all(b["same_bytes"] and b["max_relative_difference"] == 0.0 for b in banks.values())
+    (tmp_path / "empty").mkdir()
+    missing = subprocess.run(script + [str(tmp_path / "empty"), "--campaign", str(config)],
+                             capture_output=True, text=True, timeout=600, cwd=root)
+    assert missing.returncode == 1 and "no bank in" in missing.stdout and "H1, L1" in missing.stdout
+    assert not list((tmp_path / "empty").glob("*.h5"))
+
+
 def test_bank_cache_that_is_a_file_is_refused(small_store, bank_file, tmp_path):
     """A bank cache that cannot be a directory is a configuration error naming it, before any task."""
     from gwbatch.errors import ConfigError
