@@ -25,7 +25,8 @@ of a group.  A lane keeps the running maximum and the evaluation position of the
 reached it; the direction inside that group is found at the end by evaluating the group once more.
 Warps are combined through shared memory (the earliest position on ties), and the position becomes
 the direction through ``order``.  Against one direction at a time this halves the instructions per
-evaluation (29.5 to about 14 in the loop at the seed configuration).  Arithmetic is float32.
+evaluation (29.5 to 15, 12.5-14 of them in the sky loop, at the seed configuration).  Arithmetic is
+float32.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ __device__ __forceinline__ void copy_async(float2* to, const float2* from)
 
 // What a lane's sky loop reads: the pivot's group records (global), where its warp's tile of them
 // starts in ``tile``, its column of the windows, and the pivot's sample.  A group's record is its key
-// (KEY ints) and the projections of its K directions (GEO floats each), packed, in Layout::rec(K)
-// float4s; records follow the evaluation order, groups of one size together.
+// (KEY ints) and the projections of its K directions (DIR floats each), in Layout::REC<K> float4s;
+// records follow the evaluation order, groups of one size together.
 struct Sky {
     const float4* records;
     const int* size;  // (g0, g1, q0, r0) per group size: groups, first position, first record
