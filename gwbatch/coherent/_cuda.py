@@ -11,22 +11,22 @@ copy is issued before any is waited on (``cp.async``, no trip through registers)
 are then turned by the conjugate phase of its pivot sample: that sample becomes real, which saves a
 multiply-add per direction and projection row.
 
-Sky loop.  Directions come in the groups of :class:`~gwbatch.coherent.network.DirectionGroups`:
-directions that share every detector's sample offset (about 3.3 per offset pair for 12288
-directions at 2048 Hz, 54 for 196608), at most ``GROUP_MAX`` to a group, groups of one size
-together.  Each pivot's groups are one stream of records (the key, then the projections of the
-group's directions, packed: three floats a direction for three detectors; :func:`device_table`).  Each warp takes a contiguous share of every group size
-and stages it in tiles in its own part of shared memory (coalesced loads; the next tile waits in
-registers while this one is evaluated; no block-wide barrier in the loop).  Per group a lane reads
-its non-pivot samples once (one 8-byte shared load per detector at the byte offset the key gives,
-the same for every lane) and forms ``|Z|^2``; per direction it reads the projection by broadcast and
-forms the null or signal-space energy.  A template instance per group size unrolls the directions
-of a group.  A lane keeps the running maximum and the evaluation position of the first group that
-reached it; the direction inside that group is found at the end by evaluating the group once more.
-Warps are combined through shared memory (the earliest position on ties), and the position becomes
-the direction through ``order``.  Against one direction at a time this halves the instructions per
-evaluation (29.5 to 15, 12.5-14 of them in the sky loop, at the seed configuration).  Arithmetic is
-float32.
+Sky loop. Directions come in the groups of :class:`~gwbatch.coherent.network.DirectionGroups`:
+directions that share every detector's sample offset (about 3.3 per offset pair for 12288 directions
+at 2048 Hz, 54 for 196608), at most ``GROUP_MAX`` to a group, groups of one size together. Each
+pivot's groups are one stream of records (the key, then the projections of the group's directions,
+packed: three floats a direction for three detectors; :func:`device_table`). Each warp takes a
+contiguous share of every group size and stages it in tiles in its own part of shared memory
+(coalesced loads; the next tile waits in registers while this one is evaluated; no block-wide
+barrier in the loop). Per group a lane reads its non-pivot samples once (one 8-byte shared load per
+detector at the byte offset the key gives, the same for every lane) and forms ``|Z|^2``; per
+direction it reads the projection by broadcast and forms the null or signal-space energy. A template
+instance per group size unrolls the directions of a group. A lane keeps the running maximum and the
+evaluation position of the first group that reached it; the direction inside that group is found at
+the end by evaluating the group once more. Warps are combined through shared memory (the earliest
+position on ties), and the position becomes the direction through ``order``. Against one direction
+at a time this halves the instructions per evaluation (29.5 to 15, 12.5-14 of them in the sky loop,
+at the seed configuration). Arithmetic is float32.
 """
 
 from __future__ import annotations
