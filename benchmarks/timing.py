@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
@@ -63,6 +64,7 @@ def median_seconds(fn, repeat: int, xp=np, stream=None, queued: bool = False) ->
     return statistics.median(times)
 
 
+@functools.cache
 def _spin_kernel(cupy):
     return cupy.RawKernel(_SPIN, "spin")
 

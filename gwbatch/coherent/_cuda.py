@@ -38,8 +38,6 @@ import numpy as np
 from gwbatch.coherent.network import GROUP_MAX
 
 SOURCE = r"""
-#define STRIDE 33
-
 template <int D> struct Layout {
     static constexpr int GEO = D == 3 ? 3 : (D >= 4 ? 2 * D + 3 : 0);  // projection floats per direction
     static constexpr int KEY = D <= 2 ? 1 : (D == 3 ? 2 : 4);         // ints per group key
@@ -359,8 +357,8 @@ DEFINES: dict = {}
 #: MIN_BLOCKS)), each warp's tile of group records in shared memory (float4s; 8 KB a block either
 #: way) and the record float4s in flight per warp (groups of K directions run UNROLL_RECORDS /
 #: record_float4s(D, K) at a time, 1 to 4; half that for four detectors; the most that compiles
-#: without register spills).  Narrow
-#: while three blocks' windows fit in an SM's shared memory, wide beyond (4096 Hz).
+#: without register spills).  Narrow while three blocks' windows fit in an SM's shared memory, wide
+#: beyond (4096 Hz).
 PROFILES = {
     "narrow": {"WARPS": 8, "MIN_BLOCKS": 3, "WARP_TILE": 64, "UNROLL_RECORDS": 8},
     "wide": {"WARPS": 16, "MIN_BLOCKS": 2, "WARP_TILE": 32, "UNROLL_RECORDS": 8},
@@ -380,7 +378,8 @@ def profile_for(shared: int) -> str:
 
 def constants(profile: str) -> dict:
     """The compile-time constants of ``profile``, with ``DEFINES`` applied."""
-    out = {"GROUP_MAX": GROUP_MAX} | PROFILES[profile] | {k: v for k, v in DEFINES.items() if k != "PROFILE"}
+    overrides = {k: v for k, v in DEFINES.items() if k != "PROFILE"}
+    out = {"GROUP_MAX": GROUP_MAX, "STRIDE": STRIDE} | PROFILES[profile] | overrides
     if not 32 <= out["WARP_TILE"] <= RECORD_PAD or out["WARP_TILE"] % 32:
         raise ValueError(f"WARP_TILE={out['WARP_TILE']}: a multiple of 32 from 32 to {RECORD_PAD} is allowed")
     return out
