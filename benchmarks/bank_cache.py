@@ -7,7 +7,7 @@ Looks up the SPIIR search's banks the way its prepare step does (placement, each
 placed, and their placement cached, when ``CACHE`` has none).  Per detector
 it reports the bank found and how far the data's PSD is from the one the bank was built for
 (largest relative difference; whether the bytes are the same), or that there is none; it exits 1
-when a bank is missing.
+when a bank is missing, 2 on bad input (a missing store or campaign file, no such SPIIR member).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 
 from gwbatch.conditioning.psd import design  # noqa: E402
 from gwbatch.config import load_bank_config, load_run  # noqa: E402
+from gwbatch.errors import GwbatchError  # noqa: E402
 from gwbatch.io.banks import read_bank_psd  # noqa: E402
 from gwbatch.io.store import read_meta  # noqa: E402
 from workflow.bank import cached_bank_path, placed_templates  # noqa: E402
@@ -32,6 +33,14 @@ from workflow.prepare import bank_psds  # noqa: E402
 
 
 def main() -> int:
+    try:
+        return check()
+    except GwbatchError as exc:  # a missing store or campaign, a bad configuration: say so, no traceback
+        print(f"bank_cache.py: {exc}", file=sys.stderr)
+        return 2
+
+
+def check() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store")
     ap.add_argument("cache", type=Path)

@@ -195,6 +195,10 @@ def test_bank_cache_benchmark_finds_the_cached_banks(runs, small_store, bank_fil
                              capture_output=True, text=True, timeout=600, cwd=root)
     assert missing.returncode == 1 and "no bank in" in missing.stdout and "H1, L1" in missing.stdout
     assert not list((tmp_path / "empty").glob("*.h5"))
+    bad = subprocess.run([sys.executable, str(root / "benchmarks" / "bank_cache.py"), str(tmp_path / "nowhere.zarr"),
+                          str(run.out / "banks"), "--campaign", str(config)], capture_output=True, text=True,
+                         timeout=120, cwd=root)
+    assert bad.returncode == 2 and "nowhere.zarr does not exist" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_bank_cache_that_is_a_file_is_refused(small_store, bank_file, tmp_path):
