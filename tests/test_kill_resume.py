@@ -135,11 +135,15 @@ def test_stop_after_then_resume_gives_the_same_tables(small_store, reference, tm
     log = resumed.communicate(timeout=600)[0]
     assert resumed.returncode == 0, log
     assert_same_tables(out, reference)
-    timing = json.loads((out / "manifest.json").read_text())["timing"]
-    parts = timing["parts"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    timing, parts = manifest["timing"], manifest["timing"]["parts"]
     assert [(p["chunks_done"], p["chunks_left"], p["ended"]) for p in parts] == [(0, 16, "stopped"), (16, 0, "complete")]
     assert timing["stages"]["plan"] == pytest.approx(sum(p["stages"]["plan"] for p in parts), rel=1e-9)
     assert timing["wall_seconds"] > sum(p["wall_seconds"] for p in parts)
+    # after the chunks: each member's reduction and figures, inside the suite's "members" stage
+    finish = [m["finish_stages"] for m in manifest["members"]]
+    assert all(set(f) == {"reduce", "figures"} and min(f.values()) > 0 for f in finish)
+    assert sum(sum(f.values()) for f in finish) < timing["stages"]["members"] < timing["wall_seconds"]
 
 
 @pytest.mark.parametrize("bad", ["0", "-5", "inf", "soon"])

@@ -295,6 +295,10 @@ def account_parts(manifest: dict, parts: list[dict]) -> None:
         gpu["sampled_parts"] = f"the last of {len(parts)}"
 
 
+#: Client-side stages of :func:`finish_member`, after the chunk stage.
+FINISH_STAGES = ("reduce", "figures")
+
+
 def finish_member(m: Member, cluster, gpus, command: str, started: float, stages: dict,
                   parts: list[dict]) -> RunSummary:
     """Reduce a member's chunks, and write its tables, skymaps, report and manifest (last).
@@ -383,7 +387,9 @@ def run_suite(
     cluster, gpus = run_members(members, suite.cluster, suite.backend, progress=progress, stages=stages, top=top,
                                 started=timer, stop_after=stop_after)
     parts = read_parts(top)
+    timer = time.perf_counter()
     done = {m.name: finish_member(m, cluster, gpus, command, started, stages, parts) for m in members}
+    stages["members"] = time.perf_counter() - timer  # each member's reduction, figures and outputs
     candidates = combined_candidates(done)
     manifest = suite_manifest(suite, done, cluster, gpus, command, time.time() - started, stages)
     account_parts(manifest, parts)
@@ -420,7 +426,8 @@ def suite_manifest(suite: Suite, done: dict[str, RunSummary], cluster, gpus, com
                         "livetime_s": live["zero_lag_seconds"], "background_s": live["background_seconds"],
                         "chunks": len(s.plan.chunks), "fingerprint": s.plan.fingerprint,
                         "chunk_seconds": s.manifest["timing"]["chunk_seconds_total"],
-                        "task_stages": s.manifest["timing"].get("task_stages", {})})
+                        "task_stages": s.manifest["timing"].get("task_stages", {}),
+                        "finish_stages": {k: s.manifest["timing"]["stages"][k] for k in FINISH_STAGES}})
     span = first["plan"]
     return {
         "gwbatch_version": gwbatch.__version__,
