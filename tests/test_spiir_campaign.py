@@ -104,6 +104,32 @@ def test_report_series_around_top_candidates(runs):
             assert np.nanmax(z[at]) == pytest.approx(cand[f"snr_{ifo}"], rel=0.02), ifo
 
 
+def test_report_series_filter_only_around_the_candidate(runs, small_store, bank_file):
+    """The report's |z| is filtered from the bank's longest template before its window, not from
+    the chunk's start, and equals the whole chunk's |z| there to 1e-5 of its peak."""
+    from gwbatch.gpstime import GPSTime, time_to_index
+    from gwbatch.io.store import read_meta
+    from gwbatch.searches import get_search
+    from gwbatch.searches.common import candidate_series
+    from workflow.prepare import prepare
+
+    run = runs[64.0]
+    campaign = spiir_campaign(small_store, bank_file, run.out, 64.0)
+    resources = prepare(campaign, run.plan, read_meta(small_store), run.out, False)
+    cand = run.reduced.candidates.iloc[0]
+    sample = time_to_index(GPSTime.parse(run.plan.t0), float(cand["gps_time"]), run.plan.sample_rate)
+    spec = next(c for c in run.plan.chunks if c.start <= sample < c.stop)
+    search = get_search("spiir")
+    near = candidate_series(search, campaign, run.plan.ifos, resources, spec, cand)["curves"]
+    whole = candidate_series(search, campaign, run.plan.ifos, resources, spec, cand, half_width=1e4)["curves"]
+    for ifo, (t, z) in near.items():
+        tw, zw = whole[ifo]
+        assert tw.size > 4 * t.size  # the whole chunk: 64 s and its halo
+        at = np.searchsorted(tw, t)
+        assert np.allclose(tw[at], t, rtol=0, atol=1e-9)
+        assert np.nanmax(np.abs(z - zw[at])) < 1e-5 * np.nanmax(zw[at]), ifo
+
+
 def test_banks_are_cached_per_detector(runs, small_store, bank_file, monkeypatch):
     run = runs[64.0]
     banks = sorted((run.out / "banks").glob("small-bbh-*.h5"))

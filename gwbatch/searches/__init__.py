@@ -13,8 +13,9 @@ A search is an object with:
 - ``candidate_fields``: extra per-detector columns for the candidate table;
 - ``work_bytes(campaign, read_samples, n_ifos)``: an upper bound of one task's kernel memory, for
   the memory plan (:mod:`workflow.memory`);
-- ``statistic_series(campaign, resources, series, row, spec)`` and ``statistic_name``: the search's
-  statistic in one detector's conditioned chunk around a candidate, for the report;
+- ``statistic_series(campaign, resources, series, row, spec, span)`` and ``statistic_name``: the
+  search's statistic in one detector's conditioned chunk around a candidate, for the report, at
+  least over the store samples ``span = (first, stop)`` (it may return more);
 - ``slides_in_chunks``: False when candidates come from coincidence of the merged triggers, with
   time slides over the whole span (shared, :mod:`gwbatch.background`); True when each chunk forms
   network candidates itself, with its own time-shifted trials (SPIIR's coherent stage, the burst

@@ -99,7 +99,7 @@ class BurstSearch:
 
     statistic_name = "band excess energy"
 
-    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec):
+    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec, span):
         """Excess pixel energy ``sum(|a|^2 / 2 - 1)`` over the candidate's band ``[f_min, f_max]`` at
         its resolution, per time frame (centre time): ~rho^2 of the detector's share of the event."""
         fs = read_meta(campaign.data.store).sample_rate

@@ -71,7 +71,7 @@ class PulseSearch:
 
     statistic_name = "excess-energy SNR"
 
-    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec):
+    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec, span):
         """The boxcar of the candidate's duration in this detector over whitened energy, as a
         Gaussian-equivalent SNR ``(S_w - w) / sqrt(2 w)`` (unit-variance samples), at its centre."""
         fs = read_meta(campaign.data.store).sample_rate

@@ -139,16 +139,22 @@ class SpiirSearch:
 
     statistic_name = "SNR |z|"
 
-    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec):
-        """The candidate's template filtered in this detector: |z| against merger time."""
+    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec, span):
+        """The candidate's template filtered in this detector: |z| against merger time, over the
+        merger times ``span`` only. The filters start from rest the bank's longest template before
+        it, as the chunk's own samples do after the read start (the search's halo)."""
         from gwbatch.spiir.filtering import filter_bank
 
         bank = _bank(*resources["banks"][series.ifo])
         template = int(row["template"])
-        part = bank.subset(np.array([template]))
-        z = np.abs(filter_bank(filter_input(series.cond), part.a, part.b, part.d)[0])
-        z = np.where(np.asarray(series.cond.valid), z, np.nan)
-        return spec.read_start + np.arange(z.size) - int(bank.merger_delay[template]), z
+        part, delay = bank.subset(np.array([template])), int(bank.merger_delay[template])
+        x = filter_input(series.cond)
+        warm = int(np.ceil(longest_template(campaign.search.bank) * bank.sample_rate))
+        hi = int(np.clip(span[1] - spec.read_start + delay, 0, x.size))
+        lo = int(np.clip(span[0] - spec.read_start + delay - warm, 0, hi))
+        z = np.abs(filter_bank(x[lo:hi], part.a, part.b, part.d)[0])
+        z = np.where(np.asarray(series.cond.valid)[lo:hi], z, np.nan)
+        return spec.read_start + lo + np.arange(z.size) - delay, z
 
     def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
         """Kernel working memory of one task (upper bound): every detector's float32 filter input,
