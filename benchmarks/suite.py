@@ -24,7 +24,9 @@ kernel's cost model and the limit that binds it:
 
 The end-to-end row runs a whole campaign (``--campaign``, default ``configs/demo.yaml``; on the GPU
 machine the one-day campaign of the scale benchmark) and compares the time its kernels ran with the
-chunk stage's wall time.  On GPUs that is the time each GPU had a kernel executing, which the
+whole run's wall time (the manifest's ``timing.wall_seconds``: plan, bank preparation, cluster
+start, chunk stage, reduction and figures; ``extra.chunk_stage_fraction`` is the share of the chunk
+stage alone).  On GPUs that is the time each GPU had a kernel executing, which the
 workers sample through NVML (the manifest's ``gpu_utilisation``, mean over GPUs): reading,
 conditioning on the host, transfers, Python and idle workers all count against it.  On CPUs it is
 the time the chunk tasks spent in their kernels' stages (``search`` and ``network``, from the
@@ -294,8 +296,8 @@ def campaign_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     kernels ran: on GPUs the chunk stage times the GPUs' sampled utilisation (NVML: the fraction of
     time a kernel was executing), on CPUs the time the chunk tasks spent in their kernels' stages
     (``search`` and ``network``, summed over tasks and shared among the workers); the fraction says
-    how much of the chunk stage that is, i.e. what reading, conditioning, transfers, orchestration
-    and idle workers leave to the kernels."""
+    how much of the whole run that is, i.e. what preparation, reading, conditioning, transfers,
+    orchestration, idle workers and the reduction leave to the kernels."""
     import subprocess
     import tempfile
 
@@ -321,10 +323,12 @@ def campaign_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     busy = (manifest.get("gpu_utilisation") or {}).get("mean")
     ideal, limit = ((chunk_wall * busy / 100, "GPU kernel time (NVML)") if backend == "cupy" and busy is not None
                     else (kernels / workers, "kernel stages' time"))
-    return Row("end to end", f"{manifest['campaign']['name']} ({config.name}), {workers} worker(s)", chunk_wall * 1e3,
+    wall = float(manifest["timing"]["wall_seconds"])
+    return Row("end to end", f"{manifest['campaign']['name']} ({config.name}), {workers} worker(s)", wall * 1e3,
                span, "detector-seconds searched", limit, ideal * 1e3,
                "issue 7 asks the kernels >= 80% of the run",
                extra={"task_stages": stages, "kernel_stage_fraction": kernels / workers / chunk_wall,
+                      "chunk_stage_fraction": ideal / chunk_wall,
                       "gpu_utilisation_mean": busy, "threads_per_worker": manifest["cluster"].get("threads_per_worker"),
                       "wall_seconds": manifest["timing"]["wall_seconds"], "run_stages": manifest["timing"]["stages"]})
 
