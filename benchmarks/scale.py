@@ -20,6 +20,13 @@ nothing); ``--resume`` goes on from the checkpoints.  The finished run's manifes
 (``timing.parts``): its stage times are summed, so the chunk stage counts every part's wall time,
 including the tail of each part where the last tasks finish on some GPUs while the others idle.
 ``--first-gpu K`` uses GPUs K, K+1, ... so that runs of different sizes can share a node.
+
+``--warm-up S`` first runs the campaign over the store's first S seconds on one GPU, untimed, into
+``<out>.warm-up``: CuPy compiles each GPU kernel the first time a process needs it and keeps it in
+its kernel cache (``~/.cupy/kernel_cache``), and a machine's first campaign pays those compiles
+(~25 s of an idle GPU at the start of the one-day run on a fresh H200).  Without a warm-up the first
+timed run pays them and the later ones do not.  The warm-up's wall time is recorded
+(``warm_up``); ``--resume`` goes on without one.
 """
 
 from __future__ import annotations
@@ -129,7 +136,12 @@ def main(argv=None) -> int:
     p.add_argument("--stop-after", type=float, help="passed to gwbatch run: start no chunk task after this many seconds")
     p.add_argument("--resume", action="store_true", help="go on with the checkpoints of a stopped run")
     p.add_argument("--merge", type=Path, nargs="+", help="combine the runs of earlier result files (no run)")
+    p.add_argument("--warm-up", type=float, default=0.0, metavar="SECONDS",
+                   help="first run the campaign untimed over this many seconds of the store on one GPU, so that "
+                        "every timed run finds the GPU kernels compiled (default 0: no warm-up)")
     args = p.parse_args(argv)
+    if not args.warm_up >= 0:
+        p.error(f"--warm-up must be seconds >= 0, got {args.warm_up:g}")
     if args.resume and "," in args.gpus:
         p.error(f"--resume goes on with one run: give one GPU count, not --gpus {args.gpus}")
     if args.merge:
@@ -146,6 +158,11 @@ def main(argv=None) -> int:
         record["simulate_seconds"] = simulate(args.store, args.duration, args.sample_rate, args.seed, args.workers)
     cache = args.bank_cache or args.out.with_name(args.out.name + ".banks")
     sets = [f"data.store={args.store}", *bank_cache_sets(args.config, cache), *args.set]
+    if args.warm_up > 0 and not args.resume:
+        started = time.perf_counter()
+        run(args.config, args.out.with_name(args.out.name + ".warm-up"), 1, [*sets, f"data.duration={args.warm_up}"],
+            first_gpu=args.first_gpu)
+        record["warm_up"] = {"store_seconds": args.warm_up, "wall_seconds": time.perf_counter() - started}
     for n in [int(g) for g in args.gpus.split(",")]:
         done = run(args.config, args.out, n, sets, first_gpu=args.first_gpu, resume=args.resume,
                    stop_after=args.stop_after)

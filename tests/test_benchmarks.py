@@ -145,3 +145,31 @@ def test_coherent_benchmark_refuses_a_bad_define():
 
     assert define_variant("WARPS=16,MIN_BLOCKS=2") == {"WARPS": 16, "MIN_BLOCKS": 2}
     assert define_variant("PROFILE=wide") == {"PROFILE": "wide"}
+
+
+def test_scale_warm_up_runs_first_untimed_on_one_gpu(tmp_path, monkeypatch):
+    """``--warm-up S``: one untimed run over the store's first S s on one GPU, in its own directory,
+    before the timed runs; its wall time is recorded apart and the scaling counts only the timed runs."""
+    from benchmarks import scale
+
+    store = tmp_path / "day.zarr"
+    store.mkdir()
+    (store / "zarr.json").write_text("{}")
+    calls = []
+
+    def fake_run(config, out, gpus, sets, *, first_gpu=0, resume=False, stop_after=None):
+        calls.append((out.name, gpus, [s for s in sets if s.startswith("data.")]))
+        chunks = 1000.0 / gpus
+        return {"gpus": gpus, "wall_seconds": chunks + 30.0, "stages": {"chunks": chunks},
+                "strain_seconds_per_gpu_second": 1.0, "gpu_utilisation_mean": 80.0}
+
+    monkeypatch.setattr(scale, "run", fake_run)
+    result = tmp_path / "scale.json"
+    assert scale.main(["--gpus", "4,1", "--store", str(store), "--out", str(tmp_path / "scale"), "--warm-up", "2048",
+                       "--result", str(result)]) == 0
+    assert calls == [("scale.warm-up", 1, [f"data.store={store}", "data.duration=2048.0"]),
+                     ("scale", 4, [f"data.store={store}"]), ("scale", 1, [f"data.store={store}"])]
+    record = json.loads(result.read_text())
+    assert record["warm_up"]["store_seconds"] == 2048.0 and record["warm_up"]["wall_seconds"] >= 0
+    assert [r["gpus"] for r in record["runs"]] == [4, 1]
+    assert record["runs"][0]["scaling_wall"] == pytest.approx(1030.0 / (4 * 280.0))
