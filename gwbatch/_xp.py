@@ -95,15 +95,38 @@ def to_host(a: Any) -> np.ndarray:
     return get() if get is not None else np.asarray(a)
 
 
+#: Each thread's own CUDA stream per device (:func:`task_stream`).
+_STREAMS = threading.local()
+
+
+@contextlib.contextmanager
+def task_stream(backend: str) -> Iterator[None]:
+    """Run the block on this thread's own non-blocking CUDA stream (CuPy's current stream is per
+    thread), created once per thread and device; a no-op on NumPy.  The chunk tasks a GPU worker
+    runs in its threads then queue, overlap and wait for their own work only, not each other's, as
+    they would on the legacy default stream that every thread shares.  Nothing a task leaves on
+    the device may be used by another task before it synchronises its stream (its stages do)."""
+    cp = _cupy() if backend == "cupy" else None
+    if cp is None:
+        yield
+        return
+    streams = _STREAMS.__dict__.setdefault("by_device", {})
+    device = cp.cuda.Device().id
+    if device not in streams:
+        streams[device] = cp.cuda.Stream(non_blocking=True)
+    with streams[device]:
+        yield
+
+
 class StageTimer:
     """Seconds per named stage of a task, summed over its entries (``with timer("read"): ...``).
-    On CuPy each stage ends with a device synchronisation, so its GPU work is charged to it and
-    not to the stage that next waits on the device (with two tasks on one GPU, also the other
-    task's work queued by then)."""
+    On CuPy each stage ends by synchronising the current stream (the task's, :func:`task_stream`),
+    so its GPU work is charged to it and not to the stage that next waits on the device."""
 
     def __init__(self, backend: str):
         self.seconds: dict[str, float] = {}
-        self._sync = _cupy().cuda.Device().synchronize if backend == "cupy" else None
+        cp = _cupy() if backend == "cupy" else None
+        self._sync = (lambda: cp.cuda.get_current_stream().synchronize()) if cp is not None else None
 
     @contextlib.contextmanager
     def __call__(self, stage: str) -> Iterator[None]:

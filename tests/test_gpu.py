@@ -235,3 +235,42 @@ def test_burst_campaign_on_gpu_matches_cpu(tmp_path):
     np.testing.assert_allclose(b["rho"], a["rho"], rtol=1e-4)
     np.testing.assert_allclose(b["cc"], a["cc"], rtol=1e-4)
     assert abs(len(gpu.reduced.background_events) - len(cpu.reduced.background_events)) <= 2
+
+
+def test_each_task_thread_queues_on_its_own_stream():
+    """Chunk tasks in a worker's threads run on their own non-blocking CUDA streams
+    (gwbatch._xp.task_stream): one per thread, kept for its later tasks, never the legacy default
+    stream; a task's stage ends once its own stream's work is done (StageTimer)."""
+    import threading
+
+    import cupy
+
+    from gwbatch._xp import StageTimer, task_stream
+
+    seen, errors = {}, []
+
+    def task(name: int) -> None:
+        try:
+            for _ in range(2):
+                with task_stream("cupy"):
+                    stream = cupy.cuda.get_current_stream()
+                    assert seen.setdefault(name, stream.ptr) == stream.ptr
+                    timer = StageTimer("cupy")
+                    with timer("search"):
+                        x = cupy.ones(1 << 24, dtype=cupy.float32)
+                        for _ in range(20):
+                            x = cupy.sqrt(x * x + 1.0)
+                    assert stream.done
+                    assert float(x[0]) == pytest.approx(np.sqrt(21.0), rel=1e-5)
+        except Exception as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=task, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(set(seen.values())) == 2 and cupy.cuda.Stream.null.ptr not in seen.values()
+    with task_stream("numpy"):  # a no-op on the CPU backend
+        assert cupy.cuda.get_current_stream().ptr == cupy.cuda.Stream.null.ptr

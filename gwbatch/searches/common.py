@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from gwbatch._xp import StageTimer, device_memory_peak, get_xp, resolve_backend, to_host
+from gwbatch._xp import StageTimer, device_memory_peak, get_xp, resolve_backend, task_stream, to_host
 from gwbatch.conditioning import Conditioned, condition
 from gwbatch.conditioning.mask import mask_to_segments
 from gwbatch.config import Campaign
@@ -105,7 +105,7 @@ def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: Chu
     backend = resolve_backend(backend)
     timer = StageTimer(backend)
     frames, segments, gates, stats, kept = [], {}, [], {}, []
-    with device_memory_peak(backend) as peak:
+    with task_stream(backend), device_memory_peak(backend) as peak:
         for series in conditioned_series(campaign, ifos, backend, spec, timer):
             with timer("search"):
                 frame, extra = search_one(series)
