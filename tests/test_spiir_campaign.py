@@ -102,6 +102,11 @@ def test_report_series_around_top_candidates(runs):
             assert np.abs(t).max() <= 1.0 and t.size > 1000
             at = np.abs(t - (cand[f"time_{ifo}"] - cand["gps_time"])) <= 2.5 / 1024
             assert np.nanmax(z[at]) == pytest.approx(cand[f"snr_{ifo}"], rel=0.02), ifo
+    # the manifest times the series' parts, within the figures stage
+    timing = run.manifest["timing"]
+    parts = timing["figure_stages"]
+    assert set(parts) == {"read", "condition", "statistic"} and min(parts.values()) > 0
+    assert sum(parts.values()) <= timing["stages"]["figures"]
 
 
 def test_report_series_filter_only_around_the_candidate(runs, small_store, bank_file):

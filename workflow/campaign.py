@@ -312,12 +312,23 @@ def finish_member(m: Member, cluster, gpus, command: str, started: float, stages
     manifest = build_manifest(m.campaign, m.plan, m.meta, reduced, m.results, m.status, cluster, command,
                               time.time() - started, m.resources)
     manifest["timing"]["stages"] = own
+    manifest["timing"]["figure_stages"] = figure_stages(figures)
     if gpus is not None:
         manifest["gpu_utilisation"] = gpus
     account_parts(manifest, parts)
     manifest["provenance"] = provenance([m.campaign], manifest["devices"])
     write_outputs(m.outdir, reduced, manifest, figures)
     return RunSummary(m.outdir, m.plan, reduced, manifest, figures)
+
+
+def figure_stages(figures: dict) -> dict[str, float]:
+    """Seconds of the report's time series per stage (read, condition, statistic), summed over
+    the candidates."""
+    stages: dict[str, float] = {}
+    for entry in figures.get("series", []):
+        for name, seconds in entry.get("stage_seconds", {}).items():
+            stages[name] = stages.get(name, 0.0) + seconds
+    return stages
 
 
 #: Candidates per search whose statistic time series and skymaps the report draws.

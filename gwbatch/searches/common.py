@@ -161,22 +161,25 @@ def candidate_series(search, campaign: Campaign, ifos: tuple[str, ...], resource
     """The search's statistic in each detector within ``half_width`` s of a candidate, for the
     report: the chunk that owns the candidate is read and conditioned as the search did (NumPy),
     then ``search.statistic_series(campaign, resources, series, row, spec, span)`` gives ``(store
-    samples, values)`` covering at least the store samples ``span`` of the window.  Returns ``{"label", "gps_time", "statistic", "curves": {ifo: (t, y)}}``
-    with ``t`` in seconds from the candidate's ``gps_time``."""
+    samples, values)`` covering at least the store samples ``span`` of the window.  Returns
+    ``{"label", "gps_time", "statistic", "curves": {ifo: (t, y)}, "stage_seconds"}`` with ``t`` in
+    seconds from the candidate's ``gps_time`` and the seconds spent reading, conditioning and
+    computing the statistic."""
     from gwbatch.gpstime import GPSTime, sample_times, time_to_index
 
     meta = read_meta(campaign.data.store)
     t0, fs, gps = GPSTime.parse(meta.t0), meta.sample_rate, float(row["gps_time"])
     centre = time_to_index(t0, gps, fs)
     span = (centre - int(np.ceil(half_width * fs)), centre + int(np.ceil(half_width * fs)) + 1)
-    curves = {}
-    for series in conditioned_series(campaign, ifos, "numpy", spec):
+    curves, timer = {}, StageTimer("numpy")
+    for series in conditioned_series(campaign, ifos, "numpy", spec, timer):
         if not series.cond.valid.any():
             continue
-        samples, values = search.statistic_series(campaign, resources, series, row, spec, span)
+        with timer("statistic"):
+            samples, values = search.statistic_series(campaign, resources, series, row, spec, span)
         t = sample_times(t0, np.asarray(samples, dtype=np.float64), fs) - gps
         keep = np.abs(t) <= half_width
         if keep.any():
             curves[series.ifo] = (t[keep], np.asarray(values, dtype=np.float64)[keep])
     return {"label": str(row["search"]), "gps_time": gps, "statistic": search.statistic_name,
-            "curves": curves}
+            "curves": curves, "stage_seconds": dict(timer.seconds)}
