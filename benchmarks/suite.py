@@ -330,7 +330,7 @@ def campaign_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
                extra={"task_stages": stages, "kernel_stage_fraction": kernels / workers / chunk_wall,
                       "chunk_stage_fraction": ideal / chunk_wall,
                       "gpu_utilisation_mean": busy, "threads_per_worker": manifest["cluster"].get("threads_per_worker"),
-                      "wall_seconds": manifest["timing"]["wall_seconds"], "run_stages": manifest["timing"]["stages"]})
+                      "wall_seconds": wall, "run_stages": manifest["timing"]["stages"]})
 
 
 ROWS = {"spiir": spiir_row, "coherent": coherent_row, "skyloop": skyloop_row, "pulse": pulse_row,

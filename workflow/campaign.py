@@ -321,14 +321,19 @@ def finish_member(m: Member, cluster, gpus, command: str, started: float, stages
     return RunSummary(m.outdir, m.plan, reduced, manifest, figures)
 
 
+def summed_stages(entries) -> dict[str, float]:
+    """The ``stage_seconds`` of ``entries`` (dicts: chunks, report time series) summed per stage."""
+    total: dict[str, float] = {}
+    for entry in entries:
+        for stage, seconds in (entry.get("stage_seconds") or {}).items():
+            total[stage] = total.get(stage, 0.0) + float(seconds)
+    return total
+
+
 def figure_stages(figures: dict) -> dict[str, float]:
     """Seconds of the report's time series per stage (read, condition, statistic), summed over
     the candidates."""
-    stages: dict[str, float] = {}
-    for entry in figures.get("series", []):
-        for name, seconds in entry.get("stage_seconds", {}).items():
-            stages[name] = stages.get(name, 0.0) + seconds
-    return stages
+    return summed_stages(figures.get("series", []))
 
 
 #: Candidates per search whose statistic time series and skymaps the report draws.
@@ -467,10 +472,7 @@ def suite_manifest(suite: Suite, done: dict[str, RunSummary], cluster, gpus, com
 def task_stages(chunks: list[dict]) -> dict[str, float]:
     """Seconds inside the chunk tasks per stage (read, condition, search, network), summed over
     chunks; ``other`` is the rest of the tasks' time (bookkeeping, tables)."""
-    total: dict[str, float] = {}
-    for c in chunks:
-        for stage, seconds in (c.get("stage_seconds") or {}).items():
-            total[stage] = total.get(stage, 0.0) + float(seconds)
+    total = summed_stages(chunks)
     total["other"] = max(0.0, float(sum(c["seconds"] for c in chunks)) - sum(total.values()))
     return total
 

@@ -91,6 +91,11 @@ def _bank(path: str, fingerprint: str):
     return bank
 
 
+def warm_samples(campaign: Campaign, sample_rate: float) -> int:
+    """Samples the filters run from rest before their output counts: the bank's longest template."""
+    return int(np.ceil(longest_template(campaign.search.bank) * sample_rate))
+
+
 def longest_template(bank_path) -> float:
     """Seconds of the bank's longest template (Newtonian chirp time from f_low - 2 Hz, plus 2 s)."""
     cfg = load_bank_config(bank_path)
@@ -130,7 +135,7 @@ class SpiirSearch:
         cluster window and the chi-squared lags."""
         pad = filter_half_length(campaign.conditioning, sample_rate)
         cluster = int(np.ceil(campaign.search.cluster_window * sample_rate))
-        warm = int(np.ceil(longest_template(campaign.search.bank) * sample_rate))
+        warm = warm_samples(campaign, sample_rate)
         lags = load_bank_config(campaign.search.bank).spiir.autocorrelation_lags
         return pad + warm + cluster, pad + cluster + lags + 1 + int(np.ceil(COHERENT_HALO * sample_rate))
 
@@ -149,7 +154,7 @@ class SpiirSearch:
         template = int(row["template"])
         part, delay = bank.subset(np.array([template])), int(bank.merger_delay[template])
         x = filter_input(series.cond)
-        warm = int(np.ceil(longest_template(campaign.search.bank) * bank.sample_rate))
+        warm = warm_samples(campaign, bank.sample_rate)
         hi = int(np.clip(span[1] - spec.read_start + delay, 0, x.size))
         lo = int(np.clip(span[0] - spec.read_start + delay - warm, 0, hi))
         z = np.abs(filter_bank(x[lo:hi], part.a, part.b, part.d)[0])
