@@ -5,3 +5,7 @@ imports Dask; orchestration lives in the ``workflow`` package.
 """
 
 __version__ = "0.1.0"
+
+#: The version of what a chunk computes.  Raised with every change of the code that changes a
+#: chunk's tables; ``--resume`` never reuses checkpoints of another analysis version.
+ANALYSIS_VERSION = 2

@@ -16,6 +16,9 @@ import numpy as np
 from gwbatch.errors import DataError
 
 _NS = 1_000_000_000
+#: GPS times gwbatch accepts: [0, 2**32) s (1980 to 2116).  Beyond 2**32 s a float64 GPS time
+#: resolves worse than 1 µs (at 2**62 s, 1024 s), so candidate times would be rounded.
+GPS_MAX = 2**32
 
 
 @dataclass(frozen=True, order=True)
@@ -64,6 +67,14 @@ class GPSTime:
     def minus(self, other: "GPSTime") -> float:
         """``self - other`` in seconds (float64)."""
         return (self.total_ns - other.total_ns) / _NS
+
+
+def check_gps_range(t: GPSTime, what: str) -> GPSTime:
+    """``t`` if it lies in ``[0, GPS_MAX)`` s, else a :class:`DataError` naming ``what``."""
+    if not 0 <= t.seconds < GPS_MAX:
+        raise DataError(f"{what} {t} is outside the GPS times gwbatch handles, [0, 2**32) s "
+                        f"(1980-01-06 to 2116); a float64 time there would not resolve a sample")
+    return t
 
 
 def sample_times(t0: GPSTime, index, sample_rate: float) -> np.ndarray:

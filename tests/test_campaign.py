@@ -117,8 +117,9 @@ def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeyp
     # The other chunks ran and are checkpointed; the manifest says which failed, and nothing final
     # that looks complete is written.
     assert not (out / "candidates.parquet").exists() and not (out / "report.html").exists()
+    span = 64 * 1024  # checkpoints are named by the samples their chunk owns
     assert sorted(p.name for p in (out / "chunks").glob("*.json")) == [
-        "chunk-000000.json", "chunk-000001.json", "chunk-000003.json"]
+        f"chunk-{k * span:013d}-{(k + 1) * span:013d}.json" for k in (0, 1, 3)]
     failed = json.loads((out / "manifest.json").read_text())
     assert failed["status"] == "failed" and [c["status"] for c in failed["chunks"]] == ["done", "done", "failed", "done"]
     assert failed["failed"][0]["index"] == 2 and "RuntimeError: worker lost" in failed["failed"][0]["error"]
@@ -130,7 +131,7 @@ def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeyp
     assert [c["status"] for c in resumed.manifest["chunks"]] == ["reused", "reused", "done", "reused"]
     assert resumed.manifest["status"] == "complete"
     # a reused chunk keeps the stage times it was checkpointed with
-    first = json.loads((out / "chunks" / "chunk-000000.json").read_text())
+    first = json.loads((out / "chunks" / f"chunk-{0:013d}-{span:013d}.json").read_text())
     assert resumed.manifest["chunks"][0]["stage_seconds"] == first["stage_seconds"] and first["stage_seconds"]["read"] > 0
     pd.testing.assert_frame_equal(resumed.reduced.candidates, reference_run.reduced.candidates, check_exact=True)
 
@@ -168,6 +169,9 @@ def test_nonfinite_strain_and_dq_gaps_are_masked(small_store, tmp_path):
     dq = group["dq"][:]
     dq[1, 200:210] = 0  # L1: ten seconds out of science
     group["dq"][:] = dq
+    from gwbatch.io.store import seal
+
+    seal(store)  # a deliberate edit: without the seal the edited chunk fails its checksum
     run = run_campaign(make_campaign(store, tmp_path / "run", background__slides=5), progress=False)
     chunks = run.manifest["chunks"]
     assert sum(c["nonfinite_in_science"]["H1"] for c in chunks) == 51

@@ -186,7 +186,7 @@ def test_yaml_object_tags_are_never_constructed(tmp_path):
     text = f"name: t\ndata: {{store: x}}\nsearch: !!python/object/apply:os.system ['touch {marker}']\n"
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_run(write(tmp_path, text))
-    with pytest.raises(ConfigError, match="--set search.kind: value .* is not valid YAML"):
+    with pytest.raises(ConfigError, match="--set search.kind: value .*: not valid YAML"):
         load_run(write(tmp_path, "name: t\ndata: {store: x}\nsearch: {kind: pulse}\n"),
                  [f"search.kind=!!python/object/apply:os.system ['touch {marker}']"])
     assert not marker.exists()

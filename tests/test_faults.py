@@ -1,7 +1,8 @@
 """Faults in the data and in tasks (issue 8): a corrupted store chunk fails only the tasks that read
 it, the campaign finishes the rest, says which chunks failed and exits 5, and --resume completes it
-once the data is repaired; a missing store chunk is a gap, masked and left out of the livetime; a
-task that fails once is run again."""
+once the data is repaired; a store chunk never written is a gap, masked and left out of the
+livetime, while a written chunk that disappears is damage that fails its tasks; a task that fails
+once is run again."""
 
 from __future__ import annotations
 
@@ -91,10 +92,27 @@ def test_corrupted_store_chunk_fails_its_tasks_only(chunked_store, reference, tm
         pd.testing.assert_frame_equal(read_table(out / name), read_table(reference / name), obj=name, check_exact=True)
 
 
+def without_chunk(source: Path, store: Path, row: int, index: int) -> Path:
+    """A copy of ``source`` written with :class:`StoreWriter`, store chunk ``index`` of detector
+    ``row`` never written."""
+    from gwbatch.io.store import StoreWriter, read_dq, read_injections, read_meta, read_strain
+
+    meta = read_meta(source)
+    with StoreWriter(store, ifos=meta.ifos, sample_rate=meta.sample_rate, t0=meta.t0, n_samples=meta.n_samples,
+                     chunk_samples=meta.chunk_samples, dq_bits=meta.dq_bits, provenance=meta.provenance) as w:
+        for r, ifo in enumerate(meta.ifos):
+            for k in range(meta.n_chunks):
+                if (r, k) != (row, index):
+                    lo = k * meta.chunk_samples
+                    w.write_strain(ifo, lo, read_strain(meta, [ifo], lo, min(lo + meta.chunk_samples, meta.n_samples))[0])
+            w.write_dq(ifo, 0, read_dq(meta, [ifo])[0])
+        w.write_injections(read_injections(source))
+        return w.commit()
+
+
 def test_missing_store_chunk_is_a_gap_out_of_the_livetime(chunked_store, reference, tmp_path):
-    store = tmp_path / "store.zarr"
-    shutil.copytree(chunked_store, store)
-    store_chunk(store, 1, 5).unlink()  # L1, seconds 160 ... 192: never written, reads as NaN
+    store = without_chunk(chunked_store, tmp_path / "store.zarr", 1, 5)  # L1, seconds 160 ... 192: reads as NaN
+    assert not store_chunk(store, 1, 5).exists() and store_chunk(store, 0, 5).exists()
     out = tmp_path / "run"
     summary = run_campaign(load_campaign(campaign_file(store, tmp_path)), out=out, progress=False)
     full = json.loads((reference / "manifest.json").read_text())["livetime"]
@@ -111,6 +129,26 @@ def test_missing_store_chunk_is_a_gap_out_of_the_livetime(chunked_store, referen
     gap = np.array([160.0 - edge / 2, 192.0 + edge / 2])
     assert not np.any((l1[:, 0] < gap[1]) & (l1[:, 1] > gap[0])), l1
     assert np.isclose(l1[:, 1], gap[0]).any() and np.isclose(l1[:, 0], gap[1]).any(), l1
+
+
+def test_deleted_store_chunk_fails_its_tasks_naming_it(chunked_store, tmp_path, capsys):
+    """A chunk the store was written with that disappears is damage, not a gap: the tasks that read it
+    fail naming the store chunk, the others finish, exit 5."""
+    from workflow.cli import main
+
+    store = tmp_path / "store.zarr"
+    shutil.copytree(chunked_store, store)
+    store_chunk(store, 1, 5).unlink()
+    out = tmp_path / "run"
+    assert main(["run", str(campaign_file(store, tmp_path)), "--out", str(out), "--no-progress"]) == 5
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "strain chunk 5 of L1 (samples 163840..196608, file strain/c/1/5) is missing, though the store was " \
+           "written with it" in err, err
+    manifest = json.loads((out / "manifest.json").read_text())
+    failed = {c["index"] for c in manifest["failed"]}
+    assert 5 in failed and failed <= {4, 5, 6}, failed
+    assert {c["status"] for c in manifest["chunks"] if c["index"] not in failed} == {"done"}
 
 
 def test_a_task_that_fails_once_is_run_again(chunked_store, reference, tmp_path, monkeypatch):

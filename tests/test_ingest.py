@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 
@@ -424,3 +425,68 @@ def test_malformed_strain_refused(tmp_path, case):
     with pytest.raises(DataError, match=expected):
         ingest_gwosc([src], tmp_path / "s.zarr")
     assert not (tmp_path / "s.zarr").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# extremes (issue 22, finding 13): refused with the file and key named, exit 3, no store left
+
+
+def _ingest_cli(capsys, *args) -> tuple[int, str]:
+    from workflow.cli import main
+
+    code = main(["ingest", *map(str, args)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err
+    return code, err
+
+
+def test_join_spanning_decades_refused_naming_both_files(tmp_path, capsys):
+    a = _gwosc_piece(tmp_path / "H-H1_a.hdf5", 0, 16)
+    b = _gwosc_piece(tmp_path / "H-H1_b.hdf5", 16, 32)
+    with h5py.File(b, "r+") as h5:
+        h5["strain/Strain"].attrs["Xstart"] = GPS0 + 16 + 1_000_000_000  # 1e9 s off: a 31-year store
+    out = tmp_path / "s.zarr"
+    code, err = _ingest_cli(capsys, "gwosc", a, b, "--out", out)
+    assert code == 3
+    assert a.name in err and b.name in err and "a store may span at most 126230400 s (4 years)" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [a.name, b.name]
+
+
+@pytest.mark.parametrize("xstart, message", [
+    (2**62, r"Xstart 4611686018427387904.000000000 is outside the GPS times gwbatch handles, \[0, 2\*\*32\)"),
+    (-5.0, r"Xstart -5.000000000 is outside the GPS times"),
+    (float("nan"), "Xstart nan is not a GPS time"),
+    (float("inf"), "Xstart inf is not a GPS time"),
+])
+def test_xstart_outside_gps_refused(tmp_path, capsys, xstart, message):
+    a = _gwosc_piece(tmp_path / "H-H1_a.hdf5", 0, 4)
+    with h5py.File(a, "r+") as h5:
+        h5["strain/Strain"].attrs["Xstart"] = xstart
+    code, err = _ingest_cli(capsys, "gwosc", a, "--out", tmp_path / "s.zarr")
+    assert code == 3 and a.name in err
+    assert re.search(message, err), err
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_absurd_xspacing_refused(tmp_path, capsys):
+    a = _gwosc_piece(tmp_path / "H-H1_a.hdf5", 0, 4)
+    with h5py.File(a, "r+") as h5:
+        h5["strain/Strain"].attrs["Xspacing"] = 1e-300
+    code, err = _ingest_cli(capsys, "gwosc", a, "--out", tmp_path / "s.zarr")
+    assert code == 3 and "Xspacing 1e-300 s is a sample rate of 1e+300 Hz; expected 0.001 to 1e+06 Hz" in err
+
+
+@pytest.mark.parametrize("key, value", [
+    ("tstart", 1e300), ("tstart", -1e300), ("tstart", float("nan")), ("tstart", float("inf")), ("tstart", 0.0),
+    ("tstart", -1.0), ("tstart", 1e6),
+    ("tsamp", 1e300), ("tsamp", -1e300), ("tsamp", float("nan")), ("tsamp", 0.0), ("tsamp", -1e-3),
+    ("tsamp", 1e-300), ("tsamp", 1e-12), ("tsamp", 1e5),
+])
+def test_sigproc_extreme_header_values_refused(tmp_path, capsys, key, value):
+    fields = {"nchans": 1, "nifs": 1, "nbits": 32, "tsamp": 1e-3, "tstart": 59313.3}
+    fields[key] = value
+    path = tmp_path / "extreme.tim"
+    path.write_bytes(_sigproc_header(**fields) + np.ones(64, dtype="<f4").tobytes())
+    code, err = _ingest_cli(capsys, "sigproc", path, "--out", tmp_path / "s.zarr")
+    assert code == 3 and f"SIGPROC header key '{key}' is {value!r}" in err, err
+    assert not (tmp_path / "s.zarr").exists() and not [p for p in tmp_path.iterdir() if ".partial-" in p.name]

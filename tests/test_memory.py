@@ -59,7 +59,8 @@ def test_no_setting_fits_is_said(small_store):
         check_memory({"": plan}, {"": c}, WorkerMemory(host=None, device=GiB // 2))
 
 
-def test_run_refused_before_any_task(small_store, tmp_path):
+def test_run_refused_before_any_task(small_store, tmp_path, capsys):
+    """A worker memory limit too small for any task (20 MB) is refused before a cluster starts."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({
         "name": "m", "data": {"store": str(small_store)}, "search": {"kind": "pulse"}, "plan": {"chunk": 128.0},
@@ -67,6 +68,7 @@ def test_run_refused_before_any_task(small_store, tmp_path):
         "backend": "numpy", "output": {"dir": str(tmp_path / "out")},
     }))
     assert main(["run", str(cfg), "--no-progress"]) == 2
+    assert "cluster.memory_limit" in capsys.readouterr().err
     assert not list((tmp_path / "out").glob("chunks/*")) and not (tmp_path / "out" / "manifest.json").exists()
 
 

@@ -23,8 +23,9 @@ from gwbatch.config import Campaign, Suite
 from gwbatch.conditioning.mask import segments_total
 from gwbatch.gpstime import GPSTime, sample_times, time_to_index
 from gwbatch.io.skymaps import write_skymap
-from gwbatch.io.store import StoreMeta, read_meta
-from gwbatch.io.tables import read_chunk, write_chunk, write_json, write_table
+from gwbatch.io.store import StoreMeta, read_dq, read_meta
+from gwbatch.errors import DataError
+from gwbatch.io.tables import write_chunk, write_json, write_table
 from gwbatch.report.html import write_report
 from gwbatch.searches import ChunkResult, ChunkSpec, get_search
 from gwbatch.searches.common import candidate_series
@@ -32,10 +33,11 @@ from workflow.cluster import start_cluster
 from workflow.execute import Call, Stopped, TaskFailed, chunk_failure, chunks_failed, run_calls
 from workflow.memory import check_memory, task_need, worker_memory
 from workflow.monitor import GpuRecorder
-from workflow.outputs import CHUNKS, prepare_output, read_parts, record_part
+from workflow.rundir import RunDirectory, Staging, output_errors
 from workflow.plan import Plan, member_plan
 from workflow.prepare import prepare
 from workflow.reduce import Reduced, reduce_results, trigger_table
+from workflow.resume import check_identity, chunk_inputs, fingerprint, reusable_checkpoints, run_identity
 
 log = logging.getLogger("gwbatch")
 
@@ -76,6 +78,9 @@ class Member:
     meta: StoreMeta
     plan: Plan
     outdir: Path
+    identity: dict  # what its chunks compute (workflow.resume.run_identity), kept in run.json
+    fingerprint: str
+    inputs: dict[int, dict] = field(default_factory=dict)  # per chunk: the store chunks' checksums it reads
     results: dict[int, ChunkResult] = field(default_factory=dict)
     status: dict[int, str] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)  # chunks that failed in this invocation
@@ -124,18 +129,18 @@ def provenance(campaigns: list[Campaign], devices: list[str]) -> dict:
             "host": socket.gethostname(), "devices": devices, "packages": package_versions()}
 
 
-def open_member(name: str, campaign: Campaign, outdir: Path, *, resume: bool, overwrite: bool) -> Member:
-    """Plan a search, make its output directory ready, and take over its finished chunks on --resume."""
+def open_member(run: RunDirectory, name: str, campaign: Campaign) -> Member:
+    """Plan a search and, on --resume, take over its checkpoints that still hold
+    (:mod:`workflow.resume`): a resume of another run is refused saying what differs."""
     meta = read_meta(campaign.data.store)
-    member = Member(name, campaign, meta, member_plan(name, campaign, meta),
-                    prepare_output(outdir, resume=resume, overwrite=overwrite))
-    if resume:
-        for spec in member.plan.chunks:
-            found = read_chunk(member.outdir / CHUNKS, spec.index, member.plan.fingerprint)
-            if found is not None:
-                member.results[spec.index], member.status[spec.index] = found, "reused"
-        log.info("resume%s: %d of %d chunks already done", f" {name}" if name else "", len(member.results),
-                 len(member.plan.chunks))
+    plan = member_plan(name, campaign, meta)
+    identity = run_identity(campaign, meta)
+    member = Member(name, campaign, meta, plan, run.member_dir(name), identity, fingerprint(identity))
+    member.inputs = {spec.index: chunk_inputs(meta, plan.ifos, spec) for spec in plan.chunks}
+    if run.resume:
+        check_identity(run, name, identity)
+        member.results = reusable_checkpoints(run, name, plan, meta, member.fingerprint, member.inputs)
+        member.status = dict.fromkeys(member.results, "reused")
     return member
 
 
@@ -164,15 +169,18 @@ def task_priorities(members: list[Member]) -> dict[tuple[str, int], float]:
     return {(name, index): float(len(ranked) - k) for k, (*_, name, index) in enumerate(ranked)}
 
 
-def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: bool, stages: dict, top: Path,
-                started: float, stop_after: float | None = None):
+def run_members(run: RunDirectory, members: list[Member], cluster_cfg, backend: str, *, progress: bool,
+                stages: dict, started: float, stop_after: float | None = None):
     """Run every member's remaining chunks on one cluster, checkpointing each as it finishes, and
-    record this invocation in the run's parts log (``top``).
+    record this invocation in the run's parts log.
 
-    Returns the cluster description and the GPU utilisation over the chunk stage.  The memory plan
-    is checked against the workers before any task is submitted.  With ``stop_after`` (seconds from
-    ``started``, a :func:`time.perf_counter` value) no task starts later; if chunks are left then,
-    :class:`Stopped` is raised once the running ones are checkpointed.
+    Returns the cluster description and the GPU utilisation over the chunk stage.  Nothing of an
+    earlier run in the directory is discarded before the cluster is up (:meth:`RunDirectory.begin`),
+    and the memory plan is checked against the workers before any task is submitted.  With
+    ``stop_after`` (seconds from ``started``, a :func:`time.perf_counter` value) no task starts
+    later; if chunks are left then, :class:`Stopped` is raised once the running ones are
+    checkpointed.  Chunks that failed are recorded in a ``failed`` manifest before the cluster is
+    closed, and raised as one :class:`ChunkFailed`.
     """
     timer = time.perf_counter()
     for m in members:
@@ -187,52 +195,46 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
             f"; dashboard {cluster.dashboard}" if cluster.dashboard else "",
         )
         check_memory({m.name: m.plan for m in members}, {m.name: m.campaign for m in members}, worker_memory(cluster))
+        run.begin({m.name: m.identity for m in members})
         by_name, priority, gpu = {m.name: m for m in members}, task_priorities(members), cluster.backend == "cupy"
         calls = [
-            Call(f"{m.campaign.name}-{m.plan.fingerprint}-chunk-{spec.index:06d}", get_search(m.plan.search).process,
+            Call(f"{m.campaign.name}-{m.fingerprint}-chunk-{spec.index:06d}", get_search(m.plan.search).process,
                  (m.campaign, m.plan.ifos, cluster.backend, m.resources, spec), (m.name, spec),
                  priority[m.name, spec.index], task_need(m.campaign, m.plan, spec, gpu))
             for m in members for spec in m.todo
         ]
         timer, recorder = time.perf_counter(), GpuRecorder(cluster, time.time())
         deadline = None if stop_after is None else started + stop_after
-        gpus, ended, errors = None, "failed", []
+        gpus, ended, errors = None, "interrupted", []
         try:
             for call, result in run_calls(cluster, calls, failure=chunk_failure, desc="chunks", progress=progress,
                                           deadline=deadline, retries=TASK_RETRIES, keep_going=True):
                 recorder.poll()
-                m = by_name[call.item[0]]
+                m, spec = by_name[call.item[0]], call.item[1]
                 if isinstance(result, TaskFailed):
                     log.warning("%s", result.error)
-                    m.status[call.item[1].index] = "failed"
-                    m.errors[call.item[1].index] = str(result.error)
-                    errors.append((m.name, call.item[1].index, result.error))
+                    m.status[spec.index] = "failed"
+                    m.errors[spec.index] = str(result.error)
+                    errors.append((m.name, spec.index, result.error))
                     continue
                 log.debug("%s chunk %d done on %s (%s) in %.2f s", m.name or m.plan.search, result.index,
                           result.worker, result.device, result.seconds)
-                write_chunk(m.outdir / CHUNKS, result, m.plan.fingerprint)
+                with output_errors(run.path):
+                    write_chunk(run.chunks(m.name), spec, result, m.fingerprint, m.inputs[spec.index])
                 m.results[result.index], m.status[result.index] = result, "done"
             gpus = recorder.finish() if calls else None
             ended = "failed" if errors else "stopped" if any(m.todo for m in members) else "complete"
-        finally:  # a failed invocation's finished chunks count too
+        finally:  # a failed or interrupted invocation's finished chunks count too
             stages["chunks"] = time.perf_counter() - timer
             left = sum(len(m.todo) for m in members)
-            record_part(top, {"finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                              "ended": ended, "wall_seconds": time.perf_counter() - started, "stages": dict(stages),
-                              "chunks_done": len(calls) - left, "chunks_left": left,
-                              "chunks_failed": len(errors), "workers": cluster.workers,
-                              "gpu_utilisation_mean": (gpus or {}).get("mean")})
-    if errors:
-        parts = read_parts(top)
-        for m in members:
-            write_json(failed_manifest(m, cluster, parts), m.outdir / "manifest.json")
-        if top != members[0].outdir:  # a multi-search campaign's own manifest
-            write_json({"gwbatch_version": gwbatch.__version__, "status": "failed",
-                        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                        "members": {m.name: {"failed": sorted(m.errors), "manifest": f"{m.name}/manifest.json"}
-                                    for m in members},
-                        "timing": {"parts": parts}}, top / "manifest.json")
-        raise chunks_failed([error for *_, error in sorted(errors, key=lambda e: e[:2])])
+            run.record_part({"finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                             "ended": ended, "wall_seconds": time.perf_counter() - started, "stages": dict(stages),
+                             "chunks_done": len(calls) - left, "chunks_left": left,
+                             "chunks_failed": len(errors), "workers": cluster.workers,
+                             "gpu_utilisation_mean": (gpus or {}).get("mean")})
+        if errors:
+            commit_failed(run, members, cluster)
+            raise chunks_failed([error for *_, error in sorted(errors, key=lambda e: e[:2])])
     if left:
         total = sum(len(m.plan.chunks) for m in members)
         raise Stopped(f"--stop-after {stop_after:g} s reached: {len(calls) - left} chunks done in this run, "
@@ -240,24 +242,48 @@ def run_members(members: list[Member], cluster_cfg, backend: str, *, progress: b
     return cluster, gpus
 
 
+def commit_failed(run: RunDirectory, members: list[Member], cluster, reason: str | None = None) -> None:
+    """Replace the directory's final set by ``failed`` manifests (each member's, and a
+    multi-search campaign's own), which list every chunk's status and error."""
+    with output_errors(run.path):
+        _commit_failed(run, members, cluster, reason)
+
+
+def _commit_failed(run: RunDirectory, members: list[Member], cluster, reason: str | None) -> None:
+    parts = run.parts()
+    stage = run.staging()
+    for m in members:
+        write_json(failed_manifest(m, cluster, parts, reason), stage.dir(m.name) / "manifest.json")
+    if run.members:
+        write_json({"gwbatch_version": gwbatch.__version__, "status": "failed",
+                    "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    **({"reason": reason} if reason else {}),
+                    "members": {m.name: {"failed": sorted(m.errors), "manifest": f"{m.name}/manifest.json"}
+                                for m in members},
+                    "timing": {"parts": parts}}, stage.dir() / "manifest.json")
+    stage.commit()
+
+
 #: Times a failing chunk task is run again (in this process, or by Dask, possibly on another worker)
 #: before its chunk is marked failed.
 TASK_RETRIES = 1
 
 
-def failed_manifest(m: Member, cluster, parts: list[dict]) -> dict:
-    """The manifest of a run whose chunks did not all succeed: ``status: failed``, every chunk's
-    status (``done``, ``reused``, ``failed`` with its error, or ``not run``) and no results; the
-    final tables are not written, and ``--resume`` reruns what is missing."""
+def failed_manifest(m: Member, cluster, parts: list[dict], reason: str | None = None) -> dict:
+    """The manifest of a run whose chunks did not all succeed, or that had nothing to analyse
+    (``reason``): ``status: failed``, every chunk's status (``done``, ``reused``, ``failed`` with
+    its error, or ``not run``) and no results; the final tables are not written, and ``--resume``
+    reruns what is missing."""
     chunks = [{"index": spec.index, "start": spec.start, "stop": spec.stop,
                "status": m.status.get(spec.index, "not run"),
                **({"error": m.errors[spec.index]} if spec.index in m.errors else {})} for spec in m.plan.chunks]
     return {
         "gwbatch_version": gwbatch.__version__,
         "status": "failed",
+        **({"reason": reason} if reason else {}),
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "campaign": m.campaign.model_dump(mode="json"),
-        "plan": {"fingerprint": m.plan.fingerprint, "chunks": len(m.plan.chunks)},
+        "plan": {"fingerprint": m.fingerprint, "chunks": len(m.plan.chunks)},
         "failed": [c for c in chunks if c["status"] == "failed"],
         "chunks": chunks,
         "cluster": {"kind": cluster.kind, "workers": cluster.workers, "threads_per_worker": cluster.threads,
@@ -299,26 +325,63 @@ def account_parts(manifest: dict, parts: list[dict]) -> None:
 FINISH_STAGES = ("reduce", "figures")
 
 
-def finish_member(m: Member, cluster, gpus, command: str, started: float, stages: dict,
-                  parts: list[dict]) -> RunSummary:
-    """Reduce a member's chunks, and write its tables, skymaps, report and manifest (last).
-    ``parts``: every invocation that ran chunks for this run (the first and each --resume)."""
-    timer = time.perf_counter()
-    reduced = reduce_results(m.campaign, m.plan, m.meta, list(m.results.values()))
-    own = {**stages, "reduce": time.perf_counter() - timer}
+def finish_member(m: Member, reduced: Reduced, reduce_seconds: float, stage: Staging, cluster, gpus, command: str,
+                  started: float, stages: dict, parts: list[dict]) -> RunSummary:
+    """Write a member's tables, skymaps, report and manifest into the staging area (committed with
+    the others' by the caller).  ``parts``: every invocation that ran chunks for this run (the first
+    and each --resume)."""
+    own = {**stages, "reduce": reduce_seconds}
     timer = time.perf_counter()
     figures = top_figures(m, reduced)  # recomputed on the client, after the chunk stage
     own["figures"] = time.perf_counter() - timer
     manifest = build_manifest(m.campaign, m.plan, m.meta, reduced, m.results, m.status, cluster, command,
-                              time.time() - started, m.resources)
+                              time.time() - started, m.resources, m.fingerprint)
     manifest["timing"]["stages"] = own
     manifest["timing"]["figure_stages"] = figure_stages(figures)
     if gpus is not None:
         manifest["gpu_utilisation"] = gpus
     account_parts(manifest, parts)
     manifest["provenance"] = provenance([m.campaign], manifest["devices"])
-    write_outputs(m.outdir, reduced, manifest, figures)
+    write_outputs(stage.dir(m.name), reduced, manifest, figures)
     return RunSummary(m.outdir, m.plan, reduced, manifest, figures)
+
+
+class NothingToAnalyse(DataError):
+    """No second of the span could be searched (exit 3): every detector's data is missing,
+    non-finite, zero or out of science, or too little of it overlaps for the search."""
+
+
+def nothing_to_analyse(m: Member, seconds: dict[str, float], what: str) -> NothingToAnalyse:
+    where = f"searches.{m.name}: " if m.name else ""
+    need = min(m.campaign.coincidence.min_ifos, len(m.plan.ifos))
+    per_ifo = ", ".join(f"{ifo} {seconds.get(ifo, 0.0):g} s" for ifo in m.plan.ifos)
+    together = f" with {need} detectors at once (coincidence.min_ifos)" if need > 1 else ""
+    return NothingToAnalyse(f"{where}nothing to analyse in {m.meta.path}: {what}{together} ({per_ifo} of "
+                            f"{(m.plan.span_stop - m.plan.span_start) / m.plan.sample_rate:g} s)")
+
+
+def check_science(m: Member) -> None:
+    """Refuse, before any task runs, a span in which the store's DQ leaves no science time for
+    the search (:class:`NothingToAnalyse`)."""
+    fs, plan = m.meta.sample_rate, m.plan
+    first, last = int(plan.span_start // fs), int(-(-plan.span_stop // fs))
+    required = m.meta.dq_mask(m.campaign.data.dq_flags)
+    passing = (read_dq(m.meta, plan.ifos)[:, first:last] & required) == required
+    need = min(m.campaign.coincidence.min_ifos, len(plan.ifos))
+    if not (passing.sum(axis=0) >= need).any():
+        raise nothing_to_analyse(m, dict(zip(plan.ifos, passing.sum(axis=1).astype(float))),
+                                 f"no second passes the DQ flags {', '.join(m.campaign.data.dq_flags)}")
+
+
+def check_analysed(m: Member, reduced: Reduced) -> None:
+    """Refuse a run whose chunks searched nothing (all data masked: missing, non-finite, zero
+    runs, out of science), so no complete result claims an empty span."""
+    if reduced.background.foreground_time > 0:
+        return
+    fs = m.plan.sample_rate
+    seconds = {ifo: float(segments_total(seg) / fs) for ifo, seg in reduced.segments.items()}
+    raise nothing_to_analyse(m, seconds, "no sample could be searched (missing, non-finite, runs of zeros, or "
+                                         "out of science)")
 
 
 def summed_stages(entries) -> dict[str, float]:
@@ -374,13 +437,9 @@ def run_campaign(
 ) -> RunSummary:
     """Run a whole campaign and write its outputs; returns where they are and what was found.
     ``stop_after``: seconds after which no chunk task starts (:class:`Stopped` if any is left)."""
-    started, stages = time.time(), {}
-    timer = time.perf_counter()
-    member = open_member("", campaign, Path(out) if out else campaign.output_dir, resume=resume, overwrite=overwrite)
-    stages["plan"] = time.perf_counter() - timer
-    cluster, gpus = run_members([member], campaign.cluster, campaign.backend, progress=progress, stages=stages,
-                                top=member.outdir, started=timer, stop_after=stop_after)
-    return finish_member(member, cluster, gpus, command, started, stages, read_parts(member.outdir))
+    top = Path(out) if out else campaign.output_dir
+    return _run(top, {"": campaign}, campaign.cluster, campaign.backend, resume=resume, overwrite=overwrite,
+                command=command, progress=progress, stop_after=stop_after)[""]
 
 
 def run_suite(
@@ -395,27 +454,64 @@ def run_suite(
 ) -> SuiteSummary:
     """Run every search of a multi-search campaign on one cluster, its chunks interleaved, then
     write each member's outputs in ``<out>/<member>/`` and the combined ones in ``<out>``."""
+    top = Path(out) if out else suite.output_dir
+    return _run(top, suite.members, suite.cluster, suite.backend, resume=resume, overwrite=overwrite, command=command,
+                progress=progress, stop_after=stop_after, suite=suite)
+
+
+def _run(top: Path, campaigns: dict[str, Campaign], cluster_cfg, backend: str, *, resume: bool, overwrite: bool,
+         command: str, progress: bool, stop_after: float | None, suite: Suite | None = None):
+    """Lock the run directory, plan, run the chunks, reduce, and commit the final set in one step
+    (``docs/reliability.md``).  Returns each member's :class:`RunSummary` by name ("" for a
+    one-search campaign), or the :class:`SuiteSummary` of a multi-search one."""
     started, stages = time.time(), {}
     timer = time.perf_counter()
-    top = prepare_output(Path(out) if out else suite.output_dir, resume=resume, overwrite=overwrite)
-    members = [open_member(name, c, top / name, resume=resume, overwrite=overwrite) for name, c in suite.members.items()]
-    stages["plan"] = time.perf_counter() - timer
-    cluster, gpus = run_members(members, suite.cluster, suite.backend, progress=progress, stages=stages, top=top,
-                                started=timer, stop_after=stop_after)
-    parts = read_parts(top)
-    timer = time.perf_counter()
-    done = {m.name: finish_member(m, cluster, gpus, command, started, stages, parts) for m in members}
+    members_names = tuple(name for name in campaigns if name)
+    with RunDirectory.open(top, members=members_names, resume=resume, overwrite=overwrite, command=command) as run:
+        members = [open_member(run, name, c) for name, c in campaigns.items()]
+        for m in members:
+            check_science(m)
+        stages["plan"] = time.perf_counter() - timer
+        cluster, gpus = run_members(run, members, cluster_cfg, backend, progress=progress, stages=stages,
+                                    started=timer, stop_after=stop_after)
+        parts = run.parts()
+        timer = time.perf_counter()
+        reduced = {}
+        for m in members:
+            clock = time.perf_counter()
+            reduced[m.name] = (reduce_results(m.campaign, m.plan, m.meta, list(m.results.values())),
+                               time.perf_counter() - clock)
+        for m in members:
+            try:
+                check_analysed(m, reduced[m.name][0])
+            except NothingToAnalyse as exc:
+                commit_failed(run, members, cluster, reason=str(exc))
+                raise
+        with output_errors(run.path):
+            return _finish(run, members, reduced, cluster, gpus, command, started, stages, parts, timer, suite)
+
+
+def _finish(run: RunDirectory, members: list[Member], reduced: dict, cluster, gpus, command: str, started: float,
+            stages: dict, parts: list[dict], timer: float, suite: Suite | None):
+    """Write every member's final set (and a multi-search campaign's own) and commit them together."""
+    stage = run.staging()
+    done = {m.name: finish_member(m, *reduced[m.name], stage, cluster, gpus, command, started, stages, parts)
+            for m in members}
+    if suite is None:
+        stage.commit()
+        return done
     stages["members"] = time.perf_counter() - timer  # each member's reduction, figures and outputs
     candidates = combined_candidates(done)
     manifest = suite_manifest(suite, done, cluster, gpus, command, time.time() - started, stages)
     account_parts(manifest, parts)
-    write_report(top / "report.html", manifest=manifest, candidates=candidates,
+    write_report(stage.dir() / "report.html", manifest=manifest, candidates=candidates,
                  background=pd.DataFrame(), injections=None, gates=pd.DataFrame(),
                  series=[f for s in done.values() for f in s.figures.get("series", [])],
                  skymaps=[f for s in done.values() for f in s.figures.get("skymaps", [])])
-    write_table(candidates, top / "candidates.parquet")
-    write_json(manifest, top / "manifest.json")
-    return SuiteSummary(top, done, candidates, manifest)
+    write_table(candidates, stage.dir() / "candidates.parquet")
+    write_json(manifest, stage.dir() / "manifest.json")
+    stage.commit()
+    return SuiteSummary(run.path, done, candidates, manifest)
 
 
 def combined_candidates(done: dict[str, RunSummary]) -> pd.DataFrame:
@@ -440,7 +536,7 @@ def suite_manifest(suite: Suite, done: dict[str, RunSummary], cluster, gpus, com
         members.append({"name": name, "kind": s.plan.search, "candidates": s.manifest["counts"]["candidates"],
                         "report": f"{name}/report.html", "manifest": f"{name}/manifest.json",
                         "livetime_s": live["zero_lag_seconds"], "background_s": live["background_seconds"],
-                        "chunks": len(s.plan.chunks), "fingerprint": s.plan.fingerprint,
+                        "chunks": len(s.plan.chunks), "fingerprint": s.manifest["plan"]["fingerprint"],
                         "chunk_seconds": s.manifest["timing"]["chunk_seconds_total"],
                         "task_stages": s.manifest["timing"].get("task_stages", {}),
                         "finish_stages": {k: s.manifest["timing"]["stages"][k] for k in FINISH_STAGES}})
@@ -478,7 +574,7 @@ def task_stages(chunks: list[dict]) -> dict[str, float]:
 
 
 def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, cluster, command, wall,
-                   resources: dict) -> dict:
+                   resources: dict, fingerprint: str) -> dict:
     fs = plan.sample_rate
     t0 = GPSTime.parse(plan.t0)
     chunks = []
@@ -523,7 +619,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "halo_after_s": plan.halo_after / fs,
             "task_memory_bytes": plan.task_memory_bytes,
             "task_device_bytes": plan.task_device_bytes,
-            "fingerprint": plan.fingerprint,
+            "fingerprint": fingerprint,
             "ifos": list(plan.ifos),
         },
         "resources": {
@@ -538,6 +634,11 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             # exactly the seconds searched: each detector's analysed [start, stop) GPS segments
             "segments_gps": {ifo: sample_times(t0, np.asarray(seg, dtype=np.int64).reshape(-1, 2), fs).tolist()
                              for ifo, seg in reduced.segments.items()},
+            # science time masked because the strain was not data: non-finite samples, runs of exact zeros
+            "masked_seconds": {ifo: {"nonfinite": sum(c["nonfinite_in_science"][ifo] for c in chunks) / fs,
+                                     "zero_runs": sum(c["series_stats"][ifo].get("zero_samples", 0)
+                                                      for c in chunks) / fs}
+                               for ifo in plan.ifos},
             "zero_lag_seconds": bg.foreground_time,
             "background_seconds": bg.background_time,
             "per_slide_seconds": bg.livetime.tolist(),
@@ -571,8 +672,9 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
 
 
 def write_outputs(outdir: Path, reduced: Reduced, manifest: dict, figures: dict | None = None) -> None:
-    """Final outputs, each written atomically; the manifest last marks the run complete.
-    ``figures``: the report's ``series`` and ``skymaps`` of the top candidates (:func:`top_figures`)."""
+    """A member's final outputs, written into ``outdir`` (its staging directory, committed with
+    the others' by :meth:`~workflow.rundir.Staging.commit`).  ``figures``: the report's ``series``
+    and ``skymaps`` of the top candidates (:func:`top_figures`)."""
     write_table(trigger_table(reduced), outdir / "triggers.parquet")
     write_table(reduced.background_events, outdir / "background.parquet")
     write_table(reduced.gates, outdir / "gates.parquet")

@@ -4,6 +4,7 @@
     gwbatch ingest gwosc H-H1_LOSC_4_V2-1126259446-32.hdf5 L-L1_LOSC_4_V2-1126259446-32.hdf5 --out data/gw150914.zarr
     gwbatch ingest sigproc pulsar.tim --out data/pulsar.zarr
     gwbatch info data/sim.zarr
+    gwbatch seal data/sim.zarr
     gwbatch bank place configs/banks/bns.yaml --psd aLIGO --out banks/bns-templates.h5
     gwbatch bank build configs/banks/bbh.yaml --psd aLIGO --out banks/bbh.h5
     gwbatch bank summary banks/bbh.h5
@@ -18,7 +19,9 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from gwbatch.errors import ConfigError, GwbatchError, OutputError
@@ -57,6 +60,16 @@ def _seconds(text: str) -> float:
     if not (value > 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
     return value
+
+
+def _path(text: str) -> Path:
+    """A path every file system takes (``--out``): :func:`gwbatch.config.check_path`."""
+    from gwbatch.config import check_path
+
+    try:
+        return Path(check_path(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _names(text: str, name: str) -> tuple[str, ...]:
@@ -200,6 +213,16 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_seal(args) -> int:
+    from gwbatch.io.store import seal
+
+    meta = seal(args.store)
+    written = int((meta.checksums != 0).sum())
+    print(f"sealed {meta.path}: checksums of {written} strain chunks written "
+          f"({len(meta.ifos) * meta.n_chunks - written} never written, read as gaps)")
+    return 0
+
+
 def _print_job_script(cluster) -> None:
     """For batch kinds, the job script dask-jobqueue would submit (with --dry-run)."""
     from gwbatch.config import JOBQUEUE_KINDS
@@ -310,9 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("store", type=Path)
     info.set_defaults(func=cmd_info)
 
+    seal_ = sub.add_parser("seal", help="recompute a store's chunk checksums after a deliberate edit, or upgrade "
+                                        "a format-1 store")
+    seal_.add_argument("store", type=Path)
+    seal_.set_defaults(func=cmd_seal)
+
     run = sub.add_parser("run", help="run a campaign")
     run.add_argument("config", type=Path, help="campaign YAML file")
-    run.add_argument("--out", type=Path, help="output directory (default: output.dir, else runs/<name>)")
+    run.add_argument("--out", type=_path, help="output directory (default: output.dir, else runs/<name>)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. search.threshold=7")
     run.add_argument("--resume", action="store_true", help="reuse finished chunks in the output directory")
     run.add_argument("--overwrite", action="store_true", help="discard what the output directory holds")
@@ -327,18 +355,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a batch system ending the job, ``kill``), raised in the main thread like Ctrl-C's
+    KeyboardInterrupt, so the run's cleanup (cluster, lock, partial stores) happens as for Ctrl-C."""
+
+    exit_code = 143
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(format="gwbatch: %(message)s", level=logging.WARNING)
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     try:
         return args.func(args)
     except GwbatchError as exc:
         print(f"gwbatch: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("gwbatch: interrupted; finished chunks are checkpointed (rerun with --resume)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        left = ("finished chunks are checkpointed (rerun with --resume)" if args.command == "run"
+                else "nothing partial is left")
+        print(f"gwbatch: {what}; {left}", file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import importlib
 import logging
 import os
 import shutil
+import socket
 import sys
 from dataclasses import dataclass
 from typing import Iterator
@@ -201,7 +202,7 @@ def jobqueue_cluster_kwargs(cfg: ClusterConfig) -> tuple[str, dict]:
         "memory": jq.memory,
         "job_name": "gwbatch",
         "python": jq.python or sys.executable,
-        "scheduler_options": {"dashboard_address": cfg.dashboard_address},
+        "scheduler_options": {"dashboard_address": dashboard_bind(cfg.dashboard_address)},
     }
     if jq.gpus > 0:
         kwargs["worker_command"] = GPU_WORKER_COMMAND
@@ -296,13 +297,14 @@ def _jobqueue_cluster(cfg: ClusterConfig, resolved_backend: str) -> Iterator[Clu
                     "and the job script (gwbatch run CAMPAIGN --dry-run)") from None
             cluster.adapt(minimum_jobs=jq.minimum_jobs, maximum_jobs=jq.maximum_jobs)
             quiet_dask_logs()
-            yield Cluster(client, cfg.kind, jq.maximum_jobs * jq.processes, client.dashboard_link, resolved_backend,
+            yield Cluster(client, cfg.kind, jq.maximum_jobs * jq.processes, listening_link(cluster, client),
+                          resolved_backend,
                           max(1, jq.cores // jq.processes))
     except BaseException:
         with contextlib.suppress(Exception):  # cancelling jobs that never started must not hide the cause
-            cluster.close()
+            close_bounded(None, cluster)
         raise
-    cluster.close()
+    close_bounded(None, cluster)
 
 
 @contextlib.contextmanager
@@ -323,13 +325,15 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
     if kind == "address":
         try:
             client = Client(cfg.address, timeout="30s")
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:
             raise ConfigError(f"cannot connect to scheduler at cluster.address {cfg.address!r}: {exc}") from None
         with client:
             found = client.scheduler_info(n_workers=-1).get("workers", {}).values()
             yield Cluster(client, kind, len(found), client.dashboard_link, resolved_backend,
                           max((int(w.get("nthreads", 1)) for w in found), default=1))
         return
+    options = dict(threads_per_worker=tasks_per_worker(cfg, kind), memory_limit=cfg.memory_limit,
+                   dashboard_address=dashboard_bind(cfg.dashboard_address), silence_logs=worker_log_level())
     if kind == "local-cuda":
         try:
             from dask_cuda import LocalCUDACluster
@@ -338,21 +342,87 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
         if gpu_count() == 0:
             raise ConfigError("cluster.kind 'local-cuda' but NVML reports no GPU; use kind: local")
         with worker_threads(cfg.n_workers or visible_gpus()):
-            cluster = LocalCUDACluster(
-                n_workers=cfg.n_workers, threads_per_worker=tasks_per_worker(cfg, kind),
-                memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address, silence_logs=worker_log_level(),
-            )
+            cluster = _started(kind, LocalCUDACluster, n_workers=cfg.n_workers, **options)
     else:
         n_workers = cfg.n_workers or max(1, min(os.cpu_count() or 1, n_tasks))
         from distributed import LocalCluster
 
         with worker_threads(n_workers):
-            cluster = LocalCluster(
-                n_workers=n_workers, threads_per_worker=tasks_per_worker(cfg, kind), processes=True,
-                memory_limit=cfg.memory_limit, dashboard_address=cfg.dashboard_address,
-                silence_logs=worker_log_level(),
-            )
+            cluster = _started(kind, LocalCluster, n_workers=n_workers, processes=True, **options)
     quiet_dask_logs()
-    with cluster, Client(cluster) as client:
-        workers = len(cluster.workers)
-        yield Cluster(client, kind, workers, client.dashboard_link, resolved_backend, tasks_per_worker(cfg, kind))
+    try:
+        client = Client(cluster)
+    except BaseException:
+        close_bounded(None, cluster)
+        raise
+    try:
+        yield Cluster(client, kind, len(cluster.workers), listening_link(cluster, client), resolved_backend,
+                      tasks_per_worker(cfg, kind))
+    finally:
+        close_bounded(client, cluster)
+
+
+def _started(kind: str, cls: type, **options):
+    """``cls(**options)``: a local cluster whose settings its workers refuse is a configuration error."""
+    try:
+        return cls(**options)
+    except (ValueError, TypeError, OSError, RuntimeError) as exc:
+        raise ConfigError(f"cluster.kind {kind!r}: the local cluster cannot start ({type(exc).__name__}: {exc}); "
+                          "check cluster.memory_limit, cluster.n_workers and cluster.dashboard_address") from None
+
+
+#: Seconds a local cluster may take to close before its worker processes are killed: after a storm
+#: of worker deaths a nanny can be restarting its worker while the cluster closes, and the close
+#: then waits for it indefinitely.
+TEARDOWN_SECONDS = 20.0
+
+
+def close_bounded(client, cluster) -> None:
+    """Close ``client`` and ``cluster`` within :data:`TEARDOWN_SECONDS`, then kill what is left of
+    the cluster's worker processes, so a run always ends."""
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close(timeout=TEARDOWN_SECONDS / 4)
+    try:
+        cluster.close(timeout=TEARDOWN_SECONDS)
+    except Exception as exc:
+        log.warning("the cluster did not close within %g s (%s); stopping its worker processes",
+                    TEARDOWN_SECONDS, type(exc).__name__)
+        kill_workers(cluster)
+
+
+def kill_workers(cluster) -> None:
+    """SIGKILL every worker process of a local cluster (and the processes they started)."""
+    import psutil
+
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        pid = getattr(getattr(nanny, "process", None), "pid", None)
+        if not pid:
+            continue
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            for proc in [*process.children(recursive=True), process]:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+
+
+def dashboard_bind(address: str) -> str:
+    """Where the dashboard listens: ``cluster.dashboard_address`` with no host (``:8787``) means
+    127.0.0.1, so on a shared login node only this machine's users reach it through a tunnel; a
+    named host (``0.0.0.0:8787``, an interface's address) is taken as given."""
+    host, sep, port = address.rpartition(":")
+    if not sep:  # a bare port
+        host, port = "", address
+    return f"{host or '127.0.0.1'}:{port}"
+
+
+def listening_link(cluster, client) -> str | None:
+    """The dashboard's link for the address it really listens on (all interfaces: this host's name)."""
+    server = getattr(getattr(cluster, "scheduler", None), "http_server", None)
+    sockets = list(getattr(server, "_sockets", {}).values())
+    if not sockets:
+        return client.dashboard_link
+    host, port = sockets[0].getsockname()[:2]
+    if host in ("0.0.0.0", "::"):
+        return f"http://{socket.gethostname()}:{port}/status (listening on every interface)"
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}/status"

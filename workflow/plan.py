@@ -11,16 +11,13 @@ need no data halo.  Nothing here touches the strain or imports Dask: the plan is
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from gwbatch.background import check_slides
 from gwbatch.conditioning.psd import MIN_SEGMENTS
-from gwbatch.config import Campaign
+from gwbatch.config import Campaign, physical_bounds
 from gwbatch.detectors import get_detector, known_detectors, light_travel_time
 from gwbatch.errors import ConfigError, DataError
 from gwbatch.gpstime import time_to_index
@@ -54,7 +51,6 @@ class Plan:
     slide_step: float
     task_memory_bytes: int  # one task on a CPU worker: host arrays plus the kernels' arrays
     task_device_bytes: int  # the kernels' arrays, on the GPU of a GPU worker
-    fingerprint: str  # identifies what a chunk result depends on (config + store), for resume
 
     @property
     def ring(self) -> float:
@@ -144,20 +140,6 @@ def travel_matrix(ifos: tuple[str, ...]) -> np.ndarray:
     return out
 
 
-def fingerprint(campaign: Campaign, meta: StoreMeta) -> str:
-    """Hash of everything a chunk's result depends on: the analysis settings and the store."""
-    sections = {"data", "conditioning", "search"}
-    if get_search(campaign.search.kind).slides_in_chunks:  # its chunks run the time-shifted trials too
-        sections |= {"coincidence", "background"}
-    relevant = campaign.model_dump(mode="json", include=sections)
-    if campaign.search.kind == "spiir":  # the bank file's content, not just its path
-        relevant["bank_file"] = Path(campaign.search.bank).read_text()
-    store = {"path": str(meta.path), "t0": str(meta.t0), "n": meta.n_samples, "fs": meta.sample_rate,
-             "provenance": meta.provenance}
-    blob = json.dumps({"campaign": relevant, "store": store}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 def task_memory(campaign: Campaign, search, read_samples: int, n_ifos: int) -> tuple[int, int]:
     """Upper bounds of one task's ``(host, kernel)`` bytes; the kernels' arrays are on the GPU of a
     GPU worker and in host memory on a CPU worker (checked in :mod:`workflow.memory`)."""
@@ -168,6 +150,8 @@ def task_memory(campaign: Campaign, search, read_samples: int, n_ifos: int) -> t
 
 def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     """Everything that will run, decided before anything runs."""
+
+    physical_bounds(campaign, meta.sample_rate)
     fs = meta.sample_rate
     search = get_search(campaign.search.kind)
     ifos = _ifos(campaign, meta)
@@ -215,7 +199,6 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         slide_step=campaign.background.slide_step,
         task_memory_bytes=int(host + work),
         task_device_bytes=int(work),
-        fingerprint=fingerprint(campaign, meta),
     )
 
 

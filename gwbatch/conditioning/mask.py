@@ -55,3 +55,46 @@ def merge_segments(segments: np.ndarray) -> np.ndarray:
     stops = np.zeros(starts.size, dtype=seg.dtype)
     np.maximum.at(stops, group, seg[:, 1])
     return np.stack([starts, stops], axis=1)
+
+
+def zero_runs(x: np.ndarray, min_length: int, outside: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """Host bool mask, shape of ``x`` (1-D): True where ``x`` is in a run of at least
+    ``min_length`` consecutive exact zeros (``0.0`` or ``-0.0``; NaN is not zero).
+
+    ``outside = (before, after)`` are the exact zeros known to continue the runs that touch the
+    first and last sample of ``x`` beyond it; they count toward those runs' lengths.
+
+    Why a run cut by the read edge is still found: a chunk is read with a halo of at least the
+    whitening filter's half-length on each side, and a run that reaches the chunk's own samples
+    from beyond the read edge has the whole halo inside the read span; with the halo at least
+    ``min_length`` that part alone is long enough.  Runs that touch the read edge without reaching
+    the chunk (they can still shorten its analysed time by the whitening edge) and halos shorter
+    than ``min_length`` are handled by the caller, which reads up to ``min_length`` samples
+    beyond the edge and passes the zeros it finds there as ``outside``
+    (:func:`gwbatch.searches.common.conditioned_series`).  Either way a sample's mask does not
+    depend on where chunks are cut.
+    """
+    x = np.asarray(x)
+    if min_length < 1:
+        raise ValueError(f"min_length must be at least 1 sample, got {min_length}")
+    z = np.concatenate([[False], x == 0, [False]]).astype(np.int8)
+    edges = np.diff(z)
+    starts = np.flatnonzero(edges == 1)
+    stops = np.flatnonzero(edges == -1)
+    length = stops - starts
+    if starts.size:
+        length[starts == 0] += int(outside[0])
+        length[stops == x.size] += int(outside[1])
+    keep = length >= min_length
+    mask = np.zeros(x.size + 1, dtype=np.int32)
+    np.add.at(mask, starts[keep], 1)
+    np.add.at(mask, stops[keep], -1)
+    return np.cumsum(mask[:-1]) > 0
+
+
+def edge_zeros(x: np.ndarray) -> tuple[int, int]:
+    """Exact zeros at the start and at the end of ``x`` (1-D): ``(leading, trailing)``."""
+    nz = np.flatnonzero(np.asarray(x) != 0)
+    if nz.size == 0:
+        return x.size, x.size
+    return int(nz[0]), int(x.size - 1 - nz[-1])

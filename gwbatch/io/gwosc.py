@@ -24,8 +24,8 @@ import h5py
 import numpy as np
 
 from gwbatch.errors import DataError, OutputError
-from gwbatch.gpstime import GPSTime
-from gwbatch.io.store import StoreWriter, file_sha256
+from gwbatch.gpstime import GPSTime, check_gps_range
+from gwbatch.io.store import MAX_SAMPLE_RATE, MAX_STORE_SECONDS, MIN_SAMPLE_RATE, StoreWriter, file_sha256
 
 _STRAIN = "strain/Strain"
 _DQMASK = "quality/simple/DQmask"
@@ -133,7 +133,13 @@ def _start(strain: h5py.Dataset, h5: h5py.File, path: Path) -> GPSTime:
     else:
         raise DataError(f"{path}: no start time ({_STRAIN} attribute Xstart or meta/GPSstart)")
     # GPSTime.parse goes through str(): exact for integers, shortest round-trip repr for floats.
-    return GPSTime.parse(np.asarray(value).item())
+    value = np.asarray(value).item() if np.asarray(value).size == 1 else value
+    what = "Xstart" if "Xstart" in strain.attrs else "meta/GPSstart"
+    try:
+        t0 = GPSTime.parse(value)
+    except DataError as exc:
+        raise DataError(f"{path}: {what} {value!r} is not a GPS time ({exc})") from exc
+    return check_gps_range(t0, f"{path}: {what}")
 
 
 def _sample_rate(strain: h5py.Dataset, path: Path) -> int:
@@ -143,6 +149,9 @@ def _sample_rate(strain: h5py.Dataset, path: Path) -> int:
     if not (np.isfinite(spacing) and spacing > 0):
         raise DataError(f"{path}: Xspacing {spacing!r} is not a positive number of seconds")
     rate = 1.0 / spacing
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise DataError(f"{path}: Xspacing {spacing!r} s is a sample rate of {rate:g} Hz; expected "
+                        f"{MIN_SAMPLE_RATE:g} to {MAX_SAMPLE_RATE:g} Hz")
     # Rates are whole Hz in every GWOSC release; a fractional one means a corrupt or foreign file.
     if abs(rate - round(rate)) > 1e-6:
         raise DataError(
@@ -276,6 +285,18 @@ def _check_overlaps(files: Sequence[_Layout], offsets: Sequence[int], t0: GPSTim
                 f"not overlap (drop one or trim it)"
             )
 
+def _check_span(files: Sequence[_Layout], offsets: Sequence[int], ref: _Layout, n_samples: int) -> None:
+    """Refuse a join longer than :data:`~gwbatch.io.store.MAX_STORE_SECONDS` (4 years), naming the
+    first file and the one that ends last (one of them likely has a corrupt start time)."""
+    seconds = n_samples / ref.sample_rate
+    if seconds > MAX_STORE_SECONDS:
+        last = max(zip(offsets, files), key=lambda of: of[0] + of[1].n_samples)[1]
+        raise DataError(
+            f"the files span {seconds:.6g} s, from {ref.path.name} (GPS {ref.t0}) to the end of {last.path.name} "
+            f"(GPS {last.t0} + {last.n_samples / last.sample_rate:g} s); a store may span at most "
+            f"{MAX_STORE_SECONDS:.0f} s (4 years): "
+            f"is one start time (Xstart) wrong? Ingest the files in separate stores otherwise"
+        )
 
 
 def _provenance(files: Sequence[_Layout]) -> dict:
@@ -337,6 +358,7 @@ def ingest_gwosc(
     offsets = [_offset_samples(f, ref.t0, ref) for f in files]
     _check_overlaps(files, offsets, ref.t0)
     n_samples = max(off + f.n_samples for off, f in zip(offsets, files))
+    _check_span(files, offsets, ref, n_samples)
     ifos = tuple(dict.fromkeys(f.ifo for f in files))
     extra = {} if chunk_samples is None else {"chunk_samples": int(chunk_samples)}
     with StoreWriter(

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from gwbatch.errors import ConfigError, DataError
-from gwbatch.gpstime import GPSTime
-from gwbatch.io.store import StoreWriter, file_sha256
+from gwbatch.gpstime import GPS_MAX, GPSTime, check_gps_range
+from gwbatch.io.store import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, StoreWriter, file_sha256
 
 _INT_KEYS = frozenset(
     {"telescope_id", "machine_id", "data_type", "barycentric", "pulsarcentric", "nbits",
@@ -176,9 +176,7 @@ def read_tim(path: str | os.PathLike) -> SigprocSeries:
     path = Path(path)
     header, size = read_sigproc_header(path)
     dtype = _sample_dtype(header, path)
-    tsamp = _require(header, "tsamp", path)
-    if not (np.isfinite(tsamp) and tsamp > 0):
-        raise DataError(f"{path}: tsamp={tsamp!r} is not a positive number of seconds")
+    check_tsamp(_require(header, "tsamp", path), path)
     n_bytes = path.stat().st_size - size
     n, rest = divmod(n_bytes, dtype.itemsize)
     if rest:
@@ -196,6 +194,31 @@ def read_tim(path: str | os.PathLike) -> SigprocSeries:
         )
     data = np.fromfile(path, dtype=dtype, offset=size).astype(np.float32, copy=False)
     return SigprocSeries(path=path, header=header, data=data)
+
+
+#: UTC MJD of GPS 0 (1980-01-06) and, a little generously, of GPS 2**32 s (2116).
+_MJD_GPS0 = 44244.0
+_MJD_GPS_MAX = _MJD_GPS0 + GPS_MAX / 86400.0
+
+
+def check_tsamp(tsamp, path: Path) -> float:
+    """``tsamp`` (s) if it gives a sample rate gwbatch stores (1 mHz to 1 MHz), else a
+    :class:`DataError` naming the header key."""
+    lo, hi = 1.0 / MAX_SAMPLE_RATE, 1.0 / MIN_SAMPLE_RATE
+    if isinstance(tsamp, bool) or not isinstance(tsamp, (int, float)) or not (np.isfinite(tsamp) and lo <= tsamp <= hi):
+        raise DataError(f"{path}: SIGPROC header key 'tsamp' is {tsamp!r}; expected a sample interval in seconds in "
+                        f"[{lo:g}, {hi:g}] (sample rates {MIN_SAMPLE_RATE:g} to {MAX_SAMPLE_RATE:g} Hz)")
+    return float(tsamp)
+
+
+def tstart_gps(tstart, path: Path) -> GPSTime:
+    """The GPS time of header key ``tstart`` (UTC MJD), refused with the key named unless it is a
+    finite MJD within GPS [0, 2**32) s (MJD 44244 to ~93954)."""
+    if isinstance(tstart, bool) or not isinstance(tstart, (int, float)) or not (
+            np.isfinite(tstart) and _MJD_GPS0 <= tstart < _MJD_GPS_MAX):
+        raise DataError(f"{path}: SIGPROC header key 'tstart' is {tstart!r}; expected a UTC MJD within the GPS era "
+                        f"[{_MJD_GPS0:g}, {_MJD_GPS_MAX:.0f}) (1980-01-06 to 2116)")
+    return check_gps_range(mjd_utc_to_gps(tstart), f"{path}: SIGPROC header key 'tstart' as GPS")
 
 
 def mjd_utc_to_gps(mjd: float) -> GPSTime:
@@ -243,7 +266,7 @@ def ingest_sigproc(
     series = read_tim(path)
     header = series.header
     label = series_name(header, name)
-    t0 = mjd_utc_to_gps(_require(header, "tstart", series.path))
+    t0 = tstart_gps(_require(header, "tstart", series.path), series.path)
     rate = series.sample_rate
     n = series.data.size
     provenance = {"source": "sigproc", "file": series.path.name, "sha256": file_sha256(series.path), "header": header}

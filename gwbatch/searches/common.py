@@ -1,7 +1,8 @@
 """The front end every search shares: one chunk of strain read, masked and conditioned per detector.
 
-Non-finite samples and DQ-failing seconds are masked; a non-finite value never reaches a kernel (it
-is counted, masked and replaced by zero for the FFT).  After the search has found its triggers,
+Non-finite samples, DQ-failing seconds and runs of exact zeros of at least ``data.zero_gap`` seconds
+(data that is not data: a detector writing zeros) are masked; a non-finite value never reaches a
+kernel (it is counted, masked and replaced by zero for the FFT).  After the search has found its triggers,
 :func:`bookkeeping` gives the chunk's analysed segments (valid samples of its own part), its gates
 and the per-detector statistics that go into the manifest.
 """
@@ -19,9 +20,9 @@ import pandas as pd
 
 from gwbatch._xp import StageTimer, device_memory_peak, get_xp, resolve_backend, task_stream, to_host
 from gwbatch.conditioning import Conditioned, condition
-from gwbatch.conditioning.mask import mask_to_segments
+from gwbatch.conditioning.mask import edge_zeros, mask_to_segments, zero_runs
 from gwbatch.config import Campaign
-from gwbatch.io.store import dq_sample_mask, open_store, read_dq, read_meta, read_strain
+from gwbatch.io.store import StoreMeta, dq_sample_mask, read_dq, read_meta, read_strain
 from gwbatch.searches import ChunkSpec
 
 
@@ -34,10 +35,32 @@ class ChunkSeries:
     finite: np.ndarray  # host bool, read span
     science: np.ndarray  # host bool, read span
     own: tuple[int, int]  # the chunk's own samples, relative to the read start
+    zeros: np.ndarray | None = None  # host bool, read span: in a run of exact zeros (masked)
 
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def zero_gap_samples(zero_gap: float | None, sample_rate: float) -> int | None:
+    """The shortest run of exact zeros (samples, at least 2) masked as a gap; None: zeros are data."""
+    if zero_gap is None:
+        return None
+    return max(2, int(np.ceil(zero_gap * sample_rate - 1e-9)))
+
+
+def zero_gap_mask(meta: StoreMeta, ifo: str, x: np.ndarray, min_length: int, read_start: int) -> np.ndarray:
+    """:func:`~gwbatch.conditioning.mask.zero_runs` of ``x`` (``ifo``'s samples from ``read_start``):
+    a run touching either end of ``x`` with fewer than ``min_length`` zeros inside is followed up
+    to ``min_length`` samples beyond it in the store, so it is judged by its whole length."""
+    lead, trail = edge_zeros(x)
+    before = after = 0
+    if 0 < lead < min_length:
+        before = edge_zeros(read_strain(meta, [ifo], read_start - (min_length - lead), read_start)[0])[1]
+    if 0 < trail < min_length:
+        stop = read_start + x.size
+        after = edge_zeros(read_strain(meta, [ifo], stop, stop + (min_length - trail))[0])[0]
+    return zero_runs(x, min_length, (before, after))
 
 
 def conditioned_series(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: ChunkSpec,
@@ -49,20 +72,22 @@ def conditioned_series(campaign: Campaign, ifos: tuple[str, ...], backend: str, 
     meta = read_meta(campaign.data.store)
     fs = meta.sample_rate
     with timer("read"):
-        ds = open_store(campaign.data.store)
-        raw = read_strain(ds, ifos, spec.read_start, spec.read_stop)
-        dq = read_dq(ds, ifos)
+        raw = read_strain(meta, ifos, spec.read_start, spec.read_stop)
+        dq = read_dq(meta, ifos)
     required = meta.dq_mask(campaign.data.dq_flags)
+    min_zeros = zero_gap_samples(campaign.data.zero_gap, fs)
     own = (spec.start - spec.read_start, spec.stop - spec.read_start)
     for i, ifo in enumerate(ifos):
         with timer("condition"):
             x = raw[i]
             finite = np.isfinite(x)
             science = dq_sample_mask(dq[i], required, spec.read_start, spec.read_stop, fs)
-            valid = finite & science
+            zeros = (zero_gap_mask(meta, ifo, x, min_zeros, spec.read_start) if min_zeros is not None
+                     else np.zeros(x.size, dtype=bool))
+            valid = finite & science & ~zeros
             host = np.where(finite, x, 0.0).astype(np.float64)
             cond = condition(xp.asarray(host), xp.asarray(valid), campaign.conditioning, fs)
-        yield ChunkSeries(ifo, cond, finite, science, own)
+        yield ChunkSeries(ifo, cond, finite, science, own, zeros)
 
 
 def bookkeeping(series: ChunkSeries, spec: ChunkSpec, n_triggers: int, extra: dict | None = None):
@@ -78,6 +103,9 @@ def bookkeeping(series: ChunkSeries, spec: ChunkSpec, n_triggers: int, extra: di
         "psd_segments": cond.psd_segments,
         "nonfinite_in_science": int(np.count_nonzero(~series.finite[lo:hi] & series.science[lo:hi])),
         "science_samples": int(np.count_nonzero(series.science[lo:hi])),
+        # science samples of the chunk's own part masked because they lie in a run of exact zeros
+        "zero_samples": int(np.count_nonzero(series.zeros[lo:hi] & series.science[lo:hi]))
+        if series.zeros is not None else 0,
         "analysed_samples": int(proper_valid.sum()),
         "triggers": int(n_triggers),
         "note": cond.note,

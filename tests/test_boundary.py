@@ -1,0 +1,396 @@
+"""The configuration boundary (issue 22, findings 4, 9 and 12): every bad campaign file, ``--set`` value
+or bank file ends with exit status 2 and a short message that names the key or the file, the bad
+value and what is allowed; never a traceback, never minutes or gigabytes.
+
+Each test reproduces a finding of the issue on the command line (``gwbatch run FILE --dry-run`` in this
+process, :func:`workflow.cli.main`), or through the loader where no store is needed.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gwbatch.config import (
+    MAX_YAML_DEPTH,
+    MAX_YAML_NODES,
+    RESERVED_NAMES,
+    load_bank_config,
+    load_campaign,
+    load_run,
+    physical_bounds,
+    read_yaml,
+)
+from gwbatch.errors import ConfigError
+from workflow.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = yaml.safe_load((ROOT / "configs/demo.yaml").read_text())
+
+
+def campaign_file(tmp_path: Path, store: Path | str, text: str | None = None, **changes) -> Path:
+    """The demo campaign on ``store`` (with ``changes`` merged per section), or ``text`` as given."""
+    path = tmp_path / "c.yaml"
+    if text is None:
+        raw = {**DEMO, "data": {"store": str(store)}, "plan": {"chunk": 64.0}, "output": {"dir": str(tmp_path / "out")}}
+        for section, values in changes.items():
+            raw[section] = {**raw.get(section, {}), **values} if isinstance(values, dict) else values
+        text = yaml.safe_dump(raw)
+    path.write_text(text) if isinstance(text, str) else path.write_bytes(text)
+    return path
+
+
+def dry_run(capsys, config: Path, *sets: str) -> tuple[int, str]:
+    """``gwbatch run CONFIG --dry-run --set ...``: the exit status and what went to stderr."""
+    argv = ["run", str(config), "--dry-run"] + [a for s in sets for a in ("--set", s)]
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+def refused(code: int, err: str, *needles: str, lines: int = 1) -> str:
+    """Exit 2, no traceback, at most ``lines`` lines (a validation error: the header and one per bad key),
+    each short, holding every needle."""
+    assert code == 2, err
+    assert "Traceback" not in err and err.startswith("gwbatch: error: "), err
+    assert len(err.strip().splitlines()) <= lines, err
+    assert all(len(line) < 500 for line in err.splitlines()), err
+    for needle in needles:
+        assert needle in err, (needle, err)
+    return err
+
+
+# ------------------------------------------------------------------------------------------------
+# Finding 9: settings that disable the search
+
+
+def test_f_low_above_nyquist_refused_before_any_work(small_store, tmp_path, capsys):
+    """At 1024 Hz, conditioning.f_low=600 ran and found 0 of 20 injections; now exit 2 naming the rate."""
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store), "conditioning.f_low=600")
+    refused(code, err, "conditioning.f_low (600 Hz) must be below the Nyquist frequency of the store (512 Hz)")
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store), "conditioning.f_high=800")
+    refused(code, err, "conditioning.f_high (800 Hz) must be at most the Nyquist frequency of the store (512 Hz)")
+
+
+def test_filter_too_short_for_f_low_refused(small_store, tmp_path, capsys):
+    """conditioning.filter_duration=0.001 found 4 of 20 injections; the filter must hold 4 cycles of f_low."""
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store), "conditioning.filter_duration=0.001")
+    refused(code, err, "conditioning: filter_duration (0.001 s) must hold at least 4 cycles of f_low (20 Hz)",
+            "filter_duration >= 0.2 s", lines=2)
+    # Enough cycles but fewer than 16 samples at the store's rate: refused once the rate is known.
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store), "conditioning.filter_duration=0.01",
+                        "conditioning.f_low=450")
+    refused(code, err, "conditioning.filter_duration (0.01 s) is 10.2 samples at 1024 Hz", "at least 16 samples")
+
+
+def test_every_shipped_config_passes_the_physical_bounds_at_its_rate():
+    """The shipped campaigns at the rates of their stores (make demo: 2048 Hz; GWOSC: 4096 Hz; the pulsar
+    series: 6103.5 Hz), and the issue's stores (1024 Hz)."""
+    rates = {"demo.yaml": (1024, 2048), "week.yaml": (1024,), "one-day.yaml": (4096,), "gw150914.yaml": (4096,),
+             "gw150914-pulse.yaml": (4096,), "gw150914-burst.yaml": (4096,), "pulsar-j1807.yaml": (1 / 163.84e-6,)}
+    for name, fss in rates.items():
+        loaded = load_run(ROOT / "configs" / name)
+        for campaign in getattr(loaded, "members", {"": loaded}).values():
+            for fs in fss:
+                physical_bounds(campaign, fs)
+
+
+def test_a_boolean_is_not_a_number(small_store, tmp_path, capsys):
+    """search.threshold: true was read as 1."""
+    text = campaign_file(tmp_path, small_store).read_text().replace("threshold: 5.0", "threshold: true")
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store, text=text))
+    refused(code, err, "search.threshold: must be a number in (0, 1000], not a boolean (got True)", lines=2)
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store), "search.decimation=[16, true]")
+    refused(code, err, "search.decimation: must be a list of whole numbers in [1, 1024]; item 1 is a boolean", lines=2)
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store), "conditioning.whiten=1")
+    refused(code, err, "conditioning.whiten: must be true or false (got 1)", lines=2)
+
+
+def test_text_is_not_a_number(tmp_path):
+    for value, shown in (("'5'", "'5'"), ("high", "'high'"), ("!!binary NQ==", "b'5'")):
+        with pytest.raises(ConfigError) as err:
+            load_campaign(campaign_file(tmp_path, "x.zarr"), [f"search.threshold={value}"])
+        assert f"search.threshold: must be a number in (0, 1000], not text (got {shown})" in str(err.value)
+
+
+def test_duplicate_keys_refused_with_both_lines(small_store, tmp_path, capsys):
+    """A duplicate key silently took the last value."""
+    text = f"name: d\ndata:\n  store: {small_store}\nsearch:\n  kind: pulse\n  threshold: 5\n  threshold: 9\n"
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store, text=text))
+    refused(code, err, "c.yaml: key 'threshold' is given twice in one mapping (lines 6 and 7); keep one")
+    with pytest.raises(ConfigError, match=r"key 'data' is given twice in one mapping \(lines 1 and 3\)"):
+        load_run(campaign_file(tmp_path, small_store, text="data: {store: x}\nname: d\ndata: {store: y}\n"))
+    # A merge key (<<) is overridden by an explicit key, as YAML says: not a duplicate.
+    merged = "base: &b {kind: pulse, threshold: 5.0}\nname: d\ndata: {store: x}\nsearch: {<<: *b, threshold: 7.0}\n"
+    raw = read_yaml(merged.encode(), "m.yaml")
+    assert raw["search"] == {"kind": "pulse", "threshold": 7.0}
+
+
+def test_bank_files_are_read_by_the_same_reader(tmp_path, capsys):
+    bank = tmp_path / "bank.yaml"
+    bank.write_text("name: b\nmass1: [1, 2]\nmass2: [1, 2]\nmass1: [3, 4]\n")
+    code = main(["bank", "place", str(bank), "--out", str(tmp_path / "b.h5")])
+    refused(code, capsys.readouterr().err, "bank.yaml: key 'mass1' is given twice in one mapping (lines 2 and 4)")
+    bank.write_bytes("name: b\nmass1: [1, 2]\nmass2: [1, 2]\napproximant: caf\xe9\n".encode("latin-1"))
+    code = main(["bank", "place", str(bank), "--out", str(tmp_path / "b.h5")])
+    refused(code, capsys.readouterr().err, "bank.yaml: not UTF-8: byte 0xe9 at offset 52 (line 4)", "save the file as UTF-8")
+    with pytest.raises(ConfigError, match=r"placement.max_templates: Input should be less than or equal to 1000000"):
+        load_bank_config(ROOT / "configs/banks/bns.yaml", ["placement.max_templates=1e9"])
+    with pytest.raises(ConfigError, match=r"f_low \(3000 Hz\) must be below the Nyquist frequency of sample_rate"):
+        load_bank_config(ROOT / "configs/banks/bns.yaml", ["f_low=3000"])
+
+
+# ------------------------------------------------------------------------------------------------
+# Finding 12: input that took minutes, gigabytes or gave a traceback
+
+LAUGHS = [f"lol{i}" for i in range(10)]
+BILLION_LAUGHS = "\n".join(
+    ["name: lol", "data: {store: x.zarr}", "search: {kind: pulse}", "lol0: &lol0 [" + ", ".join(['"lol"'] * 10) + "]"]
+    + [f"{b}: &{b} [{', '.join([f'*{a}'] * 10)}]" for a, b in zip(LAUGHS, LAUGHS[1:])]
+    + ["description: *lol9", ""])
+
+
+def test_billion_laughs_refused_in_milliseconds(tmp_path, capsys):
+    """A 1.3 KB alias bomb ran for minutes and took gigabytes."""
+    path = campaign_file(tmp_path, "x", text=BILLION_LAUGHS)
+    assert path.stat().st_size < 1400  # under 1 KB; 10**10 strings once expanded
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    code, err = dry_run(capsys, path)
+    elapsed = time.perf_counter() - started
+    refused(code, err, f"c.yaml: line 7: more than {MAX_YAML_NODES} values once aliases are expanded")
+    assert elapsed < 0.5, elapsed
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50 * 1024  # KiB: under 50 MiB more
+    # the same bomb as a --set value, in flow style
+    started = time.perf_counter()
+    flow = "description={" + ", ".join(BILLION_LAUGHS.splitlines()[3:13]) + "}"
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x"), flow)
+    refused(code, err, "--set description: value", "once aliases are expanded")
+    assert time.perf_counter() - started < 0.5
+
+
+def test_a_recursive_alias_is_refused():
+    with pytest.raises(ConfigError, match=r"line 1: alias \*a names no complete node before it"):
+        read_yaml(b"a: &a [1, *a]\n", "r.yaml")
+
+
+@pytest.mark.parametrize("key", ["data.start", "data.duration", "plan.chunk"])
+@pytest.mark.parametrize("value", ["1e308", "-1e308", "1" + "0" * 400, "5e-324"])
+def test_extreme_numbers_refused_by_key(small_store, tmp_path, capsys, key, value):
+    """±1e308 in data.start, data.duration or plan.chunk gave tracebacks.  (A start of 5e-324 is a valid
+    GPS time outside the store: exit 3, bad data.)"""
+    code, err = dry_run(capsys, campaign_file(tmp_path, small_store), f"{key}={value}")
+    if key == "data.start" and value == "5e-324":
+        assert code == 3 and "Traceback" not in err and "data.start 5e-324 is outside store" in err, err
+        return
+    refused(code, err, key, lines=2)
+
+
+def test_scientific_notation_is_a_number_as_in_yaml_1_2(tmp_path):
+    """YAML 1.1 reads 1e3 (no dot) as text; the reader takes it as the number it looks like."""
+    c = load_campaign(campaign_file(tmp_path, "x"), ["search.threshold=7e0", "plan.chunk=1.28E+2", "background.slides=1e2"])
+    assert (c.search.threshold, c.plan.chunk, c.background.slides) == (7.0, 128.0, 100)
+    assert read_yaml(b"a: [1e3, -2E-3, +5e+1, '1e3', 1e3x, e3]", "x") == {"a": [1000.0, -0.002, 50.0, "1e3", "1e3x", "e3"]}
+
+
+def test_integers_of_more_than_4300_digits_are_a_yaml_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"c.yaml: not valid YAML at line 1, column 7: Exceeds the limit"):
+        load_run(campaign_file(tmp_path, "x", text="name: " + "9" * 5000 + "\n"))
+
+
+def test_deep_nesting_refused_before_it_is_built(tmp_path, capsys):
+    """50,000-deep nesting gave a RecursionError traceback; the parser's events are checked first."""
+    for text in ("search: " + "[" * 50_000 + "]" * 50_000 + "\n", "search: " + "{a: " * 50_000 + "1" + "}" * 50_000 + "\n"):
+        started = time.perf_counter()
+        code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=text))
+        refused(code, err, f"c.yaml: line 1: nested more than {MAX_YAML_DEPTH} levels deep")
+        assert time.perf_counter() - started < 0.5
+
+
+def test_latin1_file_refused_in_one_line(tmp_path, capsys):
+    """A Latin-1 file gave a UnicodeDecodeError traceback."""
+    text = yaml.safe_dump({**DEMO, "description": "Lévy-flight glitches"}, allow_unicode=True)
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=text.encode("latin-1")))
+    offset = text.encode("latin-1").index(b"\xe9")
+    refused(code, err, f"c.yaml: not UTF-8: byte 0xe9 at offset {offset} (line ", "save the file as UTF-8")
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=text.encode("utf-16")))
+    refused(code, err, "c.yaml: the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8")
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=text.encode("utf-16-le")))
+    refused(code, err, "(UTF-16 or UTF-32 without a byte-order mark); save the file as UTF-8")
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=yaml.safe_dump(DEMO).encode("utf-16-le")))
+    refused(code, err, "line 1, column 2: control character U+0000", "looks like UTF-16")
+
+
+def test_nul_and_control_characters_refused_in_one_line(tmp_path, capsys):
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text="name: t\ndata: {store: a\x00b}\n"))
+    refused(code, err, "c.yaml: line 2, column 16: control character U+0000 is not allowed")
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text="name: t\x1b[31m\n"))
+    refused(code, err, "control character U+001B")
+
+
+def test_a_nul_or_a_100k_character_path_is_refused(tmp_path, capsys):
+    """A NUL (written as a YAML escape) or a 100,000-character path gave tracebacks."""
+    escaped = 'name: t\nsearch: {kind: pulse}\ndata: {store: "a\\0b.zarr"}\n'
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=escaped))
+    refused(code, err, r"data.store: a path cannot hold the control character '\x00' (at character 1)", lines=2)
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x"), "data.store=" + "a" * 100_000)
+    refused(code, err, "data.store: a path has at most 4096 characters, this one 100000", lines=2)
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x"), "output.dir=runs/" + "b" * 300 + "/x")
+    refused(code, err, "output.dir: each part of a path has at most 255 bytes", lines=2)
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x"), "data.store=" + "é" * 200)  # 400 bytes
+    refused(code, err, "data.store: each part of a path has at most 255 bytes", "has 400", lines=2)
+
+
+def test_a_huge_file_is_refused_unread(tmp_path, capsys):
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text="# " + "x" * (1 << 20) + "\n"))
+    refused(code, err, "c.yaml: larger than 1048576 bytes")
+
+
+@pytest.mark.parametrize("value,needle", [
+    ("4GB_typo", "'auto', a fraction of the machine's memory in [0.01, 1] or an amount of at least 512 MiB"),
+    ("1B", "an amount of at least 512 MiB"),
+    ("2", "a bare number is a fraction of the machine's memory in [0.01, 1]; for an amount give a unit"),
+    ("0", "a bare number is a fraction"),
+    ("true", "must be 'auto', a fraction"),
+])
+def test_memory_limit_typos_refused(tmp_path, capsys, value, needle):
+    """cluster.memory_limit=4GB_typo gave a traceback at cluster start; 1B restarted workers forever."""
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x"), f"cluster.memory_limit={value}")
+    refused(code, err, "cluster.memory_limit: ", needle, lines=2)
+
+
+def test_memory_limit_values_dask_takes():
+    for value, kept in (("auto", "auto"), ("0.5", "0.5"), (0.25, "0.25"), (1, "1"), ("4GiB", "4GiB"), ("512MiB", "512MiB"),
+                        ("16 GB", "16 GB"), ("8G", "8G")):
+        raw = {**DEMO, "cluster": {"memory_limit": value}}
+        from gwbatch.config import validate_campaign
+
+        assert validate_campaign(raw).cluster.memory_limit == kept
+
+
+@pytest.mark.parametrize("value", [":87870", "localhost:http", "[::1:8787", "host name:1", "8787", "1.2.3.999:80",
+                                   "[fe80::zz]:80", "-bad-.host:80", "localhost:"])
+def test_dashboard_address_typos_refused(tmp_path, capsys, value):
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x"), f"cluster.dashboard_address={value}")
+    refused(code, err, "cluster.dashboard_address: ", lines=2)
+
+
+def test_dashboard_addresses_dask_takes():
+    from gwbatch.config import validate_campaign
+
+    for value in (":8787", ":0", "127.0.0.1:8787", "localhost:65535", "[::1]:8787", "node-01.cluster.example:80", "[::]:0"):
+        assert validate_campaign({**DEMO, "cluster": {"dashboard_address": value}}).cluster.dashboard_address == value
+
+
+# ------------------------------------------------------------------------------------------------
+# Finding 4 (the configuration part): member names that are the run directory's own names
+
+
+@pytest.mark.parametrize("member", ["skymaps", "manifest.json", "Chunks", "PARTS.JSONL", "report.html"])
+def test_reserved_member_names_refused(tmp_path, capsys, member):
+    """A member named skymaps had its checkpoints deleted on every --resume; manifest.json crashed at the end."""
+    text = yaml.safe_dump({"name": "s", "data": {"store": "x.zarr"},
+                           "searches": {member: {"search": {"kind": "pulse"}}, "pulse": {"search": {"kind": "pulse"}}}})
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=text))
+    refused(code, err, f"searches.{member}: {member!r} is a name of the run directory's own",
+            "reserved: " + ", ".join(RESERVED_NAMES))
+
+
+def test_member_name_through_set_is_checked_too(tmp_path, capsys):
+    text = yaml.safe_dump({"name": "s", "data": {"store": "x.zarr"}, "searches": {"pulse": {"search": {"kind": "pulse"}}}})
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=text), "searches.banks.search.kind=burst")
+    refused(code, err, "searches.banks: 'banks' is a name of the run directory's own")
+    code, err = dry_run(capsys, campaign_file(tmp_path, "x", text=text), "searches." + "m" * 100 + ".search.kind=burst")
+    refused(code, err, "at most 64 characters")
+
+
+# ------------------------------------------------------------------------------------------------
+# Bounds of every number
+
+
+def _models(model, seen=None):
+    """``model`` and every section model inside it."""
+    import typing
+
+    from pydantic import BaseModel
+
+    seen = [] if seen is None else seen
+    if model not in seen:
+        seen.append(model)
+        for field in model.model_fields.values():
+            stack = [field.annotation]
+            while stack:
+                tp = stack.pop()
+                if isinstance(tp, type) and issubclass(tp, BaseModel):
+                    _models(tp, seen)
+                stack += typing.get_args(tp)
+    return seen
+
+
+def test_every_number_has_finite_bounds():
+    """No numeric field of the schema is open-ended: each has a lower and an upper bound (the bank's
+    [min, max] ranges are checked per key by their model)."""
+    from gwbatch.config import BankConfig, Campaign, _expectation
+
+    ranges = {"mass1", "mass2", "total_mass", "mass_ratio", "spin1z", "spin2z"}
+    open_ended = [f"{model.__name__}.{name}: {expect.noun}"
+                  for model in _models(Campaign) + _models(BankConfig)
+                  for name, field in model.model_fields.items()
+                  if (expect := _expectation(field)).kind in ("number", "numbers") and " in " not in expect.noun
+                  and name not in ranges]
+    assert not open_ended, open_ended
+    numeric = [n for m in _models(Campaign) for n, f in m.model_fields.items() if _expectation(f).kind != "other"]
+    assert len(numeric) > 50
+
+
+@pytest.mark.parametrize("setting,needle", [
+    ("background.slides=1e9", "background.slides: Input should be less than or equal to 100000"),
+    ("search.decimation=[" + ", ".join(["16"] + ["8"] * 16) + "]", "search.decimation: List should have at most 16"),
+    ("cluster.n_workers=100000", "cluster.n_workers: Input should be less than or equal to 1024"),
+    ("cluster.threads_per_worker=0", "cluster.threads_per_worker: Input should be greater than or equal to 1"),
+    ("data.start=-1", "data.start: Input should be greater than or equal to 0"),
+    ("data.start=4294967296", "data.start: Input should be less than 4294967296"),
+    ("plan.chunk=2e8", "plan.chunk: Input should be less than or equal to 126230400"),
+    ("data.duration=1e9", "data.duration: Input should be less than or equal to 126230400"),
+    ("search.threshold=1e6", "search.threshold: Input should be less than or equal to 1000"),
+    ("conditioning.f_low=-1", "conditioning.f_low: Input should be greater than or equal to 0"),
+    ("cluster.jobqueue.walltime=9999:00:00", "cluster.jobqueue.walltime: must be at most 8760:00:00"),
+    ("cluster.jobqueue.memory=100MB", "cluster.jobqueue.memory: must be between 512 MiB and 1 PiB"),
+])
+def test_bounds_named_with_the_allowed_range(tmp_path, setting, needle):
+    with pytest.raises(ConfigError) as err:
+        load_campaign(campaign_file(tmp_path, "x"), [setting])
+    assert needle in str(err.value), str(err.value)
+    assert len(str(err.value).splitlines()) == 2
+
+
+def test_the_walltime_conversion_still_works(tmp_path):
+    text = campaign_file(tmp_path, "x").read_text() + "\n"
+    slurm = "cluster:\n  kind: slurm\n  jobqueue: {memory: 4GiB, walltime: 04:30:00}\n"  # 04:30:00 unquoted: 16200
+    text = text.replace("cluster:\n  kind: auto\n", slurm)
+    assert load_campaign(campaign_file(tmp_path, "x", text=text)).cluster.jobqueue.walltime == "04:30:00"
+    with pytest.raises(ConfigError, match="gives each of the 16 worker processes less than 512 MiB"):
+        load_campaign(campaign_file(tmp_path, "x", text=text), ["cluster.jobqueue.processes=16", "cluster.jobqueue.cores=16"])
+
+
+def test_validation_errors_are_bounded(tmp_path):
+    """Thousands of bad values give at most 20 lines; a huge value is shown cut short."""
+    with pytest.raises(ConfigError) as err:
+        load_campaign(campaign_file(tmp_path, "x"), ["data.ifos=[" + ", ".join(["-x"] * 5000) + "]"])
+    lines = str(err.value).splitlines()
+    assert len(lines) == 22 and lines[-1] == "  ... and 4980 more", lines[-3:]
+    with pytest.raises(ConfigError) as err:
+        load_campaign(campaign_file(tmp_path, "x"), ["search.series=" + "e" * 100_000])
+    assert len(str(err.value)) < 600
+
+
+def test_out_path_is_checked_on_the_command_line(tmp_path, capsys):
+    """A 100,000-character --out gave an OSError traceback when the run directory was prepared."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["run", str(campaign_file(tmp_path, "x")), "--out", "o" * 100_000])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert "argument --out: a path has at most 4096 characters, this one 100000" in err

@@ -1,0 +1,138 @@
+"""What ``--resume`` may take over, and nothing else.
+
+A run's identity (``run.json``, :func:`run_identity`) is everything a chunk's result depends on
+apart from the strain itself: the resolved analysis settings (the plan included), the code's
+:data:`~gwbatch.ANALYSIS_VERSION` and the store's identity (layout, DQ, injections).  A resume
+whose identity differs is refused with a line per key that differs (:func:`identity_changes`).
+The strain is bound chunk by chunk: a checkpoint is named by the exact span its chunk owns and
+records the checksums of the store chunks it read (:func:`chunk_inputs`); it is taken over only
+while those are the store's checksums, and the files under every checkpoint taken over are
+checked against them (an edit made behind gwbatch's back changes the files, not the checksums).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+from gwbatch import ANALYSIS_VERSION
+from gwbatch.config import Campaign, load_bank_config
+from gwbatch.errors import OutputError
+from gwbatch.io.store import StoreMeta, file_sha256, store_identity, verify_store_chunks
+from gwbatch.io.tables import DamagedCheckpoint, read_chunk
+from gwbatch.searches import ChunkResult, ChunkSpec, get_search
+from workflow.plan import Plan
+from workflow.rundir import IDENTITY, RunDirectory
+
+log = logging.getLogger("gwbatch")
+
+
+def run_identity(campaign: Campaign, meta: StoreMeta) -> dict:
+    """Everything a chunk's result depends on but the strain (module docstring).  Where the store
+    lives, where banks are cached and how the cluster runs do not change results and are left
+    out; so are the coincidence and background sections of searches that form their background
+    after the chunks (the pulse search), whose reduction simply runs again."""
+    sections = {"data", "conditioning", "search", "plan"}
+    if get_search(campaign.search.kind).slides_in_chunks:  # its chunks run the time-shifted trials too
+        sections |= {"coincidence", "background"}
+    settings = campaign.model_dump(mode="json", include=sections)
+    settings["data"].pop("store", None)
+    if campaign.search.kind == "spiir":  # the bank's definition, not where it is
+        settings["search"].pop("bank_cache", None)
+        settings["search"]["bank"] = Path(campaign.search.bank).read_text()
+        bank = load_bank_config(campaign.search.bank)
+        if bank.file is not None:
+            settings["search"]["bank_file_sha256"] = file_sha256(bank.file)
+    return {"analysis_version": ANALYSIS_VERSION, "settings": settings, "store": store_identity(meta)}
+
+
+def fingerprint(identity: dict) -> str:
+    """A short hash of a :func:`run_identity`."""
+    blob = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def chunk_inputs(meta: StoreMeta, ifos: tuple[str, ...], spec: ChunkSpec) -> dict:
+    """What a chunk task reads, as ``{ifo: [[store chunk, checksum], ...]}``: the store's checksums
+    (0 for a store chunk never written) of the store chunks under the task's read span."""
+    chunks = meta.chunk_range(spec.read_start, spec.read_stop)
+    return {ifo: [[k, int(meta.checksums[row, k])] for k in chunks] for ifo, row in zip(ifos, meta.rows(ifos))}
+
+
+def identity_changes(before: dict, now: dict, shown: int = 12) -> list[str]:
+    """What differs between two :func:`run_identity` documents, one line per key
+    (``plan.chunk: 64.0 -> 32.0``)."""
+    def flat(doc, prefix=""):
+        if isinstance(doc, dict):
+            return {k: v for key, value in doc.items() for k, v in flat(value, f"{prefix}{key}.").items()}
+        return {prefix.rstrip("."): doc}
+
+    def label(key: str) -> str:
+        if key.startswith("settings."):
+            return key.removeprefix("settings.")
+        if key.startswith("store."):
+            return f"the store's {key.removeprefix('store.')}"
+        if key == "analysis_version":
+            return "analysis version (the code now computes chunks otherwise)"
+        return key
+
+    a, b = flat(before), flat(now)
+    lines = [f"{label(key)}: {_brief(a.get(key, '(not set)'))} -> {_brief(b.get(key, '(not set)'))}"
+             for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+    return lines[:shown] + ([f"... and {len(lines) - shown} more"] if len(lines) > shown else [])
+
+
+def _brief(value, limit: int = 60) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
+
+
+def check_identity(run: RunDirectory, name: str, identity: dict) -> None:
+    """Refuse (:class:`OutputError`) to resume a run whose ``run.json`` differs from ``identity``,
+    or checkpoints made before runs recorded their identity."""
+    before = run.identity(name)
+    directory = run.member_dir(name)
+    if before is None:
+        if any(directory.glob("chunks/chunk-*.json")):
+            raise OutputError(f"{directory} has checkpoints but no {IDENTITY}: they were made by an earlier gwbatch "
+                              "that did not record what they computed; start again with --overwrite")
+        return
+    if before != identity:
+        where = f"searches.{name}" if name else "the run"
+        raise OutputError(f"--resume: {where} in {run.path} was made with other settings or data, so its checkpoints "
+                          "would not be this run's:\n  " + "\n  ".join(identity_changes(before, identity)) +
+                          "\nrun with the settings and store it was made with, or start again with --overwrite "
+                          "(or use another --out)")
+
+
+def reusable_checkpoints(run: RunDirectory, name: str, plan: Plan, meta: StoreMeta, fingerprint: str,
+                         inputs: dict[int, dict]) -> dict[int, ChunkResult]:
+    """The checkpoints of ``plan``'s chunks that still hold, by chunk index: made by this run
+    (``fingerprint``) for the chunk's exact span, from the store chunks the store holds now
+    (``inputs``, :func:`chunk_inputs`), whose files are checked against their checksums.  A
+    damaged checkpoint is left out with a warning (its chunk runs again)."""
+    found, stale = {}, 0
+    who = f" {name}" if name else ""
+    for spec in plan.chunks:
+        try:
+            checkpoint = read_chunk(run.chunks(name), spec, fingerprint)
+        except DamagedCheckpoint as exc:
+            log.warning("resume%s: checkpoint %s is damaged and chunk %d runs again", who, exc, spec.index)
+            continue
+        if checkpoint is None:
+            continue
+        result, read = checkpoint
+        if read != inputs[spec.index]:
+            stale += 1
+            continue
+        found[spec.index] = result
+    wanted: dict[str, set[int]] = {}
+    for index in found:
+        for ifo, pairs in inputs[index].items():
+            wanted.setdefault(ifo, set()).update(k for k, _ in pairs)
+    verify_store_chunks(meta, {ifo: sorted(ks) for ifo, ks in wanted.items()})
+    log.info("resume%s: %d of %d chunks already done%s", who, len(found), len(plan.chunks),
+             f"; {stale} run again because store chunks they read were rewritten" if stale else "")
+    return found
