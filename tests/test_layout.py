@@ -48,7 +48,7 @@ def _file_io(path: str) -> bool:
     [
         # CuPy only in the array-module switch and in the kernel modules named _cuda.py.
         ("cupy", _cuda_kernels),
-        ("yaml", lambda p: p == "gwbatch/config.py"),
+        ("yaml", lambda p: p == "gwbatch/config/yamlfile.py"),
         ("zarr", lambda p: p == "gwbatch/io/store.py"),
         # HDF5 (GWOSC frames, waveform files, bank files) only in the I/O package.
         ("h5py", _file_io),

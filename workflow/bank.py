@@ -24,7 +24,8 @@ from gwbatch.conditioning import psd as psd_mod
 from gwbatch.config import BankConfig
 from gwbatch.errors import GwbatchError
 from gwbatch.io.banks import load_bank, read_bank_file, read_bank_psd, save_bank
-from gwbatch.io.store import dq_sample_mask, open_store, read_dq, read_meta, read_strain
+from gwbatch.io.store import dq_sample_mask, read_dq, read_meta, read_strain
+from gwbatch.searches.common import zero_gap_mask, zero_gap_samples
 from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place
 from gwbatch.waveforms import Template
 from workflow.cluster import Cluster
@@ -39,14 +40,18 @@ class BankBuildFailed(GwbatchError):
 
 
 def store_psd(store: str | Path, ifo: str, *, start: int = 0, seconds: float = 512.0, segment: float = 4.0,
-              dq_flags: tuple[str, ...] = ("DATA",)) -> psd_mod.PSD:
-    """Welch-median PSD of up to ``seconds`` of a store's science data for ``ifo``, from sample ``start``."""
+              dq_flags: tuple[str, ...] = ("DATA",), zero_gap: float | None = 0.01) -> psd_mod.PSD:
+    """Welch-median PSD of up to ``seconds`` of a store's science data for ``ifo``, from sample
+    ``start``; non-finite samples and runs of exact zeros of at least ``zero_gap`` s are left out,
+    as the chunks leave them out (:func:`gwbatch.searches.common.conditioned_series`)."""
     meta = read_meta(store)
     fs = meta.sample_rate
     stop = min(meta.n_samples, start + int(seconds * fs))
-    ds = open_store(store)
-    x = read_strain(ds, [ifo], start, stop)[0].astype(np.float64)
-    valid = np.isfinite(x) & dq_sample_mask(read_dq(ds, [ifo])[0], meta.dq_mask(dq_flags), start, stop, fs)
+    x = read_strain(meta, [ifo], start, stop)[0].astype(np.float64)
+    valid = np.isfinite(x) & dq_sample_mask(read_dq(meta, [ifo])[0], meta.dq_mask(dq_flags), start, stop, fs)
+    shortest = zero_gap_samples(zero_gap, fs)
+    if shortest is not None:
+        valid &= ~zero_gap_mask(meta, ifo, x, shortest, start)
     return psd_mod.estimate(np.where(valid, x, 0.0), valid, fs, segment, f"{ifo} data in {meta.path}")
 
 

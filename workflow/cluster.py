@@ -31,6 +31,7 @@ import os
 import shutil
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -378,16 +379,25 @@ TEARDOWN_SECONDS = 20.0
 
 
 def close_bounded(client, cluster) -> None:
-    """Close ``client`` and ``cluster`` within :data:`TEARDOWN_SECONDS`, then kill what is left of
+    """Close ``client`` and ``cluster``, waiting at most :data:`TEARDOWN_SECONDS` (in a thread of
+    its own, so a close that ignores its timeout cannot hold the run), then kill what is left of
     the cluster's worker processes, so a run always ends."""
-    if client is not None:
-        with contextlib.suppress(Exception):
-            client.close(timeout=TEARDOWN_SECONDS / 4)
-    try:
-        cluster.close(timeout=TEARDOWN_SECONDS)
-    except Exception as exc:
-        log.warning("the cluster did not close within %g s (%s); stopping its worker processes",
-                    TEARDOWN_SECONDS, type(exc).__name__)
+    failed: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            if client is not None:
+                client.close(timeout=TEARDOWN_SECONDS / 4)
+            cluster.close(timeout=TEARDOWN_SECONDS)
+        except Exception as exc:
+            failed.append(exc)
+
+    closing = threading.Thread(target=close, name="gwbatch-cluster-close", daemon=True)
+    closing.start()
+    closing.join(TEARDOWN_SECONDS + 5.0)
+    if closing.is_alive() or failed:
+        why = type(failed[0]).__name__ if failed else "it did not return"
+        log.warning("the cluster did not close within %g s (%s); stopping its worker processes", TEARDOWN_SECONDS, why)
         kill_workers(cluster)
 
 

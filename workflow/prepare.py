@@ -36,7 +36,8 @@ def bank_psds(campaign: Campaign, plan: Plan, meta: StoreMeta) -> dict:
     for ifo in plan.ifos:
         if search.psd == "data":
             measured = store_psd(meta.path, ifo, start=plan.span_start, seconds=search.psd_seconds,
-                                 segment=cond.psd.segment, dq_flags=tuple(campaign.data.dq_flags))
+                                 segment=cond.psd.segment, dq_flags=tuple(campaign.data.dq_flags),
+                                 zero_gap=campaign.data.zero_gap)
             psds[ifo] = effective_psd(measured, meta.sample_rate, int(round(cond.filter_duration * meta.sample_rate)),
                                       cond.f_low, cond.f_high)
         else:

@@ -285,6 +285,7 @@ def _check_overlaps(files: Sequence[_Layout], offsets: Sequence[int], t0: GPSTim
                 f"not overlap (drop one or trim it)"
             )
 
+
 def _check_span(files: Sequence[_Layout], offsets: Sequence[int], ref: _Layout, n_samples: int) -> None:
     """Refuse a join longer than :data:`~gwbatch.io.store.MAX_STORE_SECONDS` (4 years), naming the
     first file and the one that ends last (one of them likely has a corrupt start time)."""

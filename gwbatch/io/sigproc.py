@@ -244,7 +244,6 @@ def series_name(header: dict, name: str | None = None) -> str:
     return TELESCOPES.get(header.get("telescope_id"), DEFAULT_SERIES)
 
 
-
 def ingest_sigproc(
     path: str | os.PathLike,
     out: str | os.PathLike,

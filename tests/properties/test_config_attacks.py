@@ -33,10 +33,10 @@ from gwbatch.config import (
     SEARCH_MODELS,
     Campaign,
     Suite,
-    _expectation,
     load_run,
     physical_bounds,
 )
+from gwbatch.config.strict import _expectation
 from gwbatch.errors import ConfigError, DataError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,57 @@
+"""Rules that need the data: settings the store's sample rate makes meaningless."""
+
+from __future__ import annotations
+
+import math
+
+from gwbatch.config.limits import MAX_SAMPLES, MIN_FILTER_SAMPLES
+from gwbatch.config.schema import BurstSearchConfig, Campaign
+from gwbatch.errors import ConfigError, DataError
+
+
+def physical_bounds(campaign: Campaign, sample_rate: float) -> None:
+    """Refuse settings that the data's sample rate makes meaningless, naming the key, its value and
+    the allowed range: whitening band edges at or above Nyquist, a whitening filter shorter than
+    :data:`MIN_FILTER_SAMPLES` samples, a burst band or pixel bandwidth the rate cannot give, a
+    chunk shorter than a sample, and spans whose sample counts overflow int64."""
+    fs = float(sample_rate)
+    if not (math.isfinite(fs) and fs > 0):
+        raise DataError(f"the store's sample rate ({sample_rate!r} Hz) is not a positive number")
+    nyquist = fs / 2.0
+    cond = campaign.conditioning
+    if cond.whiten:
+        if cond.f_low >= nyquist:
+            raise ConfigError(f"conditioning.f_low ({cond.f_low:g} Hz) must be below the Nyquist frequency of the "
+                              f"store ({nyquist:g} Hz)")
+        if cond.f_high is not None and cond.f_high > nyquist:
+            raise ConfigError(f"conditioning.f_high ({cond.f_high:g} Hz) must be at most the Nyquist frequency of "
+                              f"the store ({nyquist:g} Hz); leave it out for Nyquist")
+        if cond.filter_duration * fs < MIN_FILTER_SAMPLES:
+            raise ConfigError(f"conditioning.filter_duration ({cond.filter_duration:g} s) is "
+                              f"{cond.filter_duration * fs:.3g} samples at {fs:g} Hz; it must be at least "
+                              f"{MIN_FILTER_SAMPLES} samples ({MIN_FILTER_SAMPLES / fs:g} s)")
+    for key, seconds in (("plan.chunk", campaign.plan.chunk), ("data.duration", campaign.data.duration)):
+        if seconds is not None and seconds * fs < 1:
+            raise ConfigError(f"{key} ({seconds:g} s) is shorter than one sample at {fs:g} Hz (at least {1 / fs:g} s)")
+    for key, seconds in (("plan.chunk", campaign.plan.chunk), ("data.duration", campaign.data.duration),
+                         ("data.start", campaign.data.start)):
+        if seconds is not None and seconds * fs > MAX_SAMPLES:
+            raise ConfigError(f"{key} ({seconds:g} s) is {seconds * fs:.3g} samples at {fs:g} Hz, more than a sample "
+                              f"index holds (2**62); at most {MAX_SAMPLES / fs:.6g} s")
+    if campaign.search.kind == "burst":
+        _burst_bounds(campaign.search, fs)
+
+
+def _burst_bounds(search: BurstSearchConfig, fs: float) -> None:
+    """The burst band at most Nyquist; each pixel bandwidth a power-of-two window of at least 8
+    samples with a pixel inside the band (the burst code's own rule, :func:`gwbatch.burst.tfmap.resolutions`)."""
+    from gwbatch.burst.tfmap import resolutions
+
+    if search.f_high > fs / 2.0:
+        raise ConfigError(f"search.f_high ({search.f_high:g} Hz) must be at most the Nyquist frequency of the store "
+                          f"({fs / 2.0:g} Hz)")
+    try:
+        resolutions(fs, search.resolutions, search.f_low, search.f_high)
+    except ValueError as exc:
+        raise ConfigError(f"search.resolutions: {exc}") from None
+
