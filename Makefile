@@ -68,7 +68,7 @@ browser:
 
 test: $(STAMP)
 	-@$(MAKE) --no-print-directory browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 clean:
 	rm -rf $(VENV) data runs .pytest_cache .hypothesis

@@ -3,7 +3,7 @@
     python benchmarks/bank_cache.py STORE CACHE [--campaign configs/one-day.yaml] [--member spiir] [--out r.json]
 
 Looks up the SPIIR search's banks the way its prepare step does (placement, each detector's PSD from
-``STORE``, then ``workflow.bank.cached_bank_path`` in ``CACHE``) and builds no bank (templates are
+``STORE``, then ``gwbatch.spiir.cache.cached_bank_path`` in ``CACHE``) and builds no bank (templates are
 placed, and their placement cached, when ``CACHE`` has none).  Per detector
 it reports the bank found and how far the data's PSD is from the one the bank was built for
 (largest relative difference; whether the bytes are the same), or that there is none; it exits 1
@@ -27,9 +27,10 @@ from gwbatch.config import load_bank_config, load_run  # noqa: E402
 from gwbatch.errors import GwbatchError  # noqa: E402
 from gwbatch.io.banks import read_bank_psd  # noqa: E402
 from gwbatch.io.store import read_meta  # noqa: E402
-from workflow.bank import cached_bank_path, placed_templates  # noqa: E402
+from gwbatch.searches.spiir import SpiirSearch  # noqa: E402
+from gwbatch.spiir.cache import cached_bank_path, in_process, placed_templates  # noqa: E402
 from workflow.plan import member_plan  # noqa: E402
-from workflow.prepare import bank_psds  # noqa: E402
+from workflow.prepare import prepare_context  # noqa: E402
 
 
 def main() -> int:
@@ -61,7 +62,7 @@ def check() -> int:
     cfg = load_bank_config(campaign.search.bank)
     t0 = time.perf_counter()
     templates = placed_templates(cfg, design(campaign.search.placement_psd, meta.sample_rate), args.cache)
-    psds = bank_psds(campaign, plan, meta)
+    psds = SpiirSearch().bank_psds(plan.settings, prepare_context(plan, meta, args.cache, in_process, False))
     rows, missing = {}, []
     for ifo, psd in psds.items():
         path = cached_bank_path(cfg, psd, templates, args.cache)

@@ -32,8 +32,8 @@ from benchmarks.timing import median_seconds  # noqa: E402
 from gwbatch._xp import device_name  # noqa: E402
 from gwbatch.burst.delays import UPSAMPLE, delay_range  # noqa: E402
 from gwbatch.burst.skyloop import ClusterBatch, SkyLoopCuts, sky_table, skyloop_max  # noqa: E402
-from gwbatch.coherent.network import network_geometry  # noqa: E402
-from gwbatch.coherent.sky import sky_grid  # noqa: E402
+from gwbatch.sky.grid import sky_grid  # noqa: E402
+from gwbatch.sky.network import network_geometry  # noqa: E402
 
 GPS = 1126259462.4
 IFOS = ("H1", "L1", "V1")
@@ -66,7 +66,13 @@ def problem(order: int, n_pix: int, per_cluster: int, seed: int = 0):
 def time_cuda(table, batch, repeat: int) -> dict:
     import cupy
 
-    from gwbatch.burst._cuda import BLOCK, device_table, launch, skyloop_max_cuda, unpack
+    from gwbatch.burst._cuda import (
+        BLOCK,
+        device_table,
+        launch,
+        skyloop_max_cuda,
+        unpack,
+    )
 
     device_table(table)
     amps = cupy.asarray(batch.amplitudes)

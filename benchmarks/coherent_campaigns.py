@@ -59,8 +59,8 @@ def campaign(store: Path, out: Path, args, **search):
 
 
 def injections(args, work: Path) -> dict:
-    from gwbatch.coherent.skymap import pp_test
     from gwbatch.config import load_bank_config
+    from gwbatch.sky.skymap import pp_test
 
     bank = load_bank_config(args.bank)
     spec = CbcSpec(count=args.count, mass1=tuple(bank.mass1), mass2=tuple(bank.mass2), snr=(8.0, 30.0),
@@ -131,9 +131,9 @@ def temperature_scan(run, injections, temperatures) -> list[dict]:
     """P-P test and median 90% area of the found injections' skymaps re-widened to other
     temperatures: a map at T is ``exp(rho^2 / 2T)``, so the map at T' is the one at T to the power
     ``T / T'``, renormalised."""
-    from gwbatch.coherent.sky import pixel_of
-    from gwbatch.coherent.skymap import credible_area, credible_level, pp_test
     from gwbatch.io.skymaps import read_skymap
+    from gwbatch.sky.grid import pixel_of
+    from gwbatch.sky.skymap import credible_area, credible_level, pp_test
 
     base = run.reduced  # candidates and their maps, by file name
     t0 = run.manifest["campaign"]["search"]["coherent"]["skymap_temperature"]

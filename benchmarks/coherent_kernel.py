@@ -33,9 +33,10 @@ import numpy as np  # noqa: E402
 
 from benchmarks.timing import define_variant, median_seconds  # noqa: E402
 from gwbatch._xp import device_name  # noqa: E402
-from gwbatch.coherent.network import network_geometry  # noqa: E402
-from gwbatch.coherent.sky import sky_grid  # noqa: E402
+from gwbatch.coherent.network import coherent_sky_table  # noqa: E402
 from gwbatch.coherent.statistic import _inputs, _max_over_sky, max_over_sky, twin_tables  # noqa: E402
+from gwbatch.sky.grid import sky_grid  # noqa: E402
+from gwbatch.sky.network import network_geometry  # noqa: E402
 
 GPS = 1187008882.4
 IFOS = ("H1", "L1", "V1")
@@ -49,7 +50,7 @@ def problem(n_cand: int, order: int, fs: float, seconds: float = 32.0, seed: int
            + 1j * rng.standard_normal((3, n_cand, n), np.float32)).astype(np.complex64)
     return dict(snr=snr, slot=np.arange(n_cand), sample=rng.integers(int(fs), n - int(fs), n_cand),
                 pivot=np.arange(n_cand) % 3,
-                table=network_geometry(IFOS, sky_grid(order), GPS).sky_table(fs, np.array([100.0, 120.0, 60.0])))
+                table=coherent_sky_table(network_geometry(IFOS, sky_grid(order), GPS), fs, np.array([100.0, 120.0, 60.0])))
 
 
 def time_cuda(case: dict, n_trials: int, step: int, repeat: int) -> tuple[float, float]:
@@ -58,7 +59,12 @@ def time_cuda(case: dict, n_trials: int, step: int, repeat: int) -> tuple[float,
     uploaded from the host pivots each time)."""
     import cupy
 
-    from gwbatch.coherent._cuda import device_sky_table, launch, launch_plan, max_over_sky_cuda
+    from gwbatch.coherent._cuda import (
+        device_sky_table,
+        launch,
+        launch_plan,
+        max_over_sky_cuda,
+    )
 
     args = _inputs(cupy, case["snr"], case["slot"], case["sample"], case["pivot"])
     snr, slot, sample, _ = args

@@ -47,14 +47,14 @@ def thread_picture() -> dict:
     return info
 
 
-def profiled_task(search_kind: str, campaign, ifos, backend, resources, spec, top: int = 40) -> dict:
+def profiled_task(search_kind: str, task, resources, top: int = 40) -> dict:
     """Run one chunk task under cProfile; wall and process CPU seconds and the top functions."""
     from gwbatch.searches import get_search
 
     search = get_search(search_kind)
     prof = cProfile.Profile()
     wall, cpu = time.perf_counter(), time.process_time()
-    prof.runcall(search.process, campaign, ifos, backend, resources, spec)
+    prof.runcall(search.process, task, resources)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     stats = pstats.Stats(prof).stats
     rows = sorted(((f"{Path(k[0]).name}:{k[1]}:{k[2]}", v[2], v[3]) for k, v in stats.items()),
@@ -78,8 +78,8 @@ def main(argv=None) -> int:
     from gwbatch.config import Campaign, load_run
     from gwbatch.io.store import read_meta
     from workflow.cluster import start_cluster
-    from workflow.plan import member_plan
-    from workflow.prepare import prepare
+    from workflow.plan import chunk_task, member_plan
+    from workflow.prepare import prepare_one
 
     loaded = load_run(args.config, [f"cluster.kind={args.cluster}", *args.set])
     members = {"": loaded} if isinstance(loaded, Campaign) else dict(loaded.members)
@@ -91,8 +91,8 @@ def main(argv=None) -> int:
         plan = member_plan(name, campaign, meta)
         if len(plan.chunks) < max(levels):
             raise SystemExit(f"{name or 'campaign'} has {len(plan.chunks)} chunks; levels need {max(levels)}")
-        resources = prepare(campaign, plan, meta, out / (name or "run"), False)
-        jobs[name or campaign.search.kind] = (campaign, plan, resources)
+        resources = prepare_one(plan, meta, out / (name or "run"), campaign.cluster)
+        jobs[name or campaign.search.kind] = (meta, plan, resources)
     first = next(iter(members.values()))
     cfg = first.cluster.model_copy(update={"n_workers": args.workers or first.cluster.n_workers})
     record = {"config": str(args.config), "levels": levels, "repeats": args.repeats,
@@ -105,18 +105,18 @@ def main(argv=None) -> int:
         record["backend"], record["workers"] = cluster.backend, len(workers)
         record["threads"] = client.run(thread_picture)
 
-        def wave(label, k, campaign, plan, resources):
-            futures = [client.submit(profiled_task, plan.search, campaign, plan.ifos, cluster.backend, resources,
-                                     plan.chunks[i], workers=[workers[i]], allow_other_workers=False, pure=False,
+        def wave(label, k, meta, plan, resources):
+            futures = [client.submit(profiled_task, plan.search, chunk_task(plan, meta, plan.chunks[i], cluster.backend),
+                                     resources, workers=[workers[i]], allow_other_workers=False, pure=False,
                                      key=f"{label}-{k}-{i}-{time.monotonic_ns()}")
                        for i in range(k)]
             return client.gather(futures)
 
-        for label, (campaign, plan, resources) in jobs.items():
-            wave(label, len(workers), campaign, plan, resources)  # compile kernels, load banks on every worker
+        for label, (meta, plan, resources) in jobs.items():
+            wave(label, len(workers), meta, plan, resources)  # compile kernels, load banks on every worker
             per_level = {}
             for k in levels:
-                runs = [r for _ in range(args.repeats) for r in wave(label, k, campaign, plan, resources)]
+                runs = [r for _ in range(args.repeats) for r in wave(label, k, meta, plan, resources)]
                 per_level[k] = {"wall": statistics.median(r["wall"] for r in runs),
                                 "cpu": statistics.median(r["cpu"] for r in runs),
                                 "functions": _median_functions(runs)}

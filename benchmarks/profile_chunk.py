@@ -31,25 +31,25 @@ def main(argv=None) -> int:
     from gwbatch.config import Campaign, load_run
     from gwbatch.io.store import read_meta
     from gwbatch.searches import get_search
-    from workflow.plan import make_plan
-    from workflow.prepare import prepare
+    from workflow.plan import chunk_task, make_plan
+    from workflow.prepare import prepare_one
 
     loaded = load_run(args.config, args.set)
     campaign = loaded if isinstance(loaded, Campaign) else loaded.members[args.member]
     meta = read_meta(campaign.data.store)
     plan = make_plan(campaign, meta)
     out = args.out or Path(tempfile.mkdtemp())
-    resources = prepare(campaign, plan, meta, out, False)
+    resources = prepare_one(plan, meta, out, campaign.cluster)
     backend = resolve_backend(args.backend)
     search = get_search(plan.search)
-    spec = plan.chunks[args.chunk]
+    task = chunk_task(plan, meta, plan.chunks[args.chunk], backend)
     for label in ("warm", "timed"):
         started = time.perf_counter()
         if label == "timed":
             prof = cProfile.Profile()
-            result = prof.runcall(search.process, campaign, plan.ifos, backend, resources, spec)
+            result = prof.runcall(search.process, task, resources)
         else:
-            result = search.process(campaign, plan.ifos, backend, resources, spec)
+            result = search.process(task, resources)
         print(f"{label}: {time.perf_counter() - started:.2f} s, {len(result.triggers)} triggers, "
               f"device peak {result.device_peak_bytes / 2**30:.1f} GiB")
     pstats.Stats(prof).sort_stats("cumulative").print_stats(args.top)

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.timing import median_seconds  # noqa: E402
 from gwbatch._xp import device_name, get_xp  # noqa: E402
-from gwbatch.config import PulseSearchConfig  # noqa: E402
+from gwbatch.searches.pulse import PulseSearchConfig  # noqa: E402
 from gwbatch.pulse.boxcar import run_rounds  # noqa: E402
 from gwbatch.pulse.plan import boxcar_plan  # noqa: E402
 from gwbatch.pulse.search import search_series  # noqa: E402
@@ -80,7 +80,7 @@ def main() -> None:
         mean, std = (0.0, 1.0) if kind == "amplitude" else (1.0, np.sqrt(2.0))
         rounds = round_inputs(xp, plan, kind, mean, std, 6.0)
         t_kernel = median_seconds(lambda: [kernel_rounds(xp, s, valid_u8, n, rounds, kind, 6.0) for s in padded], args.repeat, xp)
-        cfg = PulseSearchConfig(series=kind, threshold=6.0, decimation=PLAN)
+        cfg = PulseSearchConfig(series=kind, threshold=6.0, decimation=PLAN).settings()
         t_search = median_seconds(lambda: [search_series(d, valid, cfg, 1.0) for d in data], max(1, args.repeat // 3), xp)
         rows.append({"series": kind, "kernel_s": t_kernel, "kernel_samples_per_s": total / t_kernel,
                      "search_s": t_search, "search_samples_per_s": total / t_search})

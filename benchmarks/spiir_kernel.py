@@ -75,8 +75,14 @@ def gpu(repeat: int, defines: list[dict]) -> dict:
     import cupy
 
     from gwbatch.spiir import _cuda
-
-    from gwbatch.spiir._cuda import filter_bank_cuda, launch_plan, packed_bank, run_class, shifted_input, workspace
+    from gwbatch.spiir._cuda import (
+        filter_bank_cuda,
+        launch_plan,
+        packed_bank,
+        run_class,
+        shifted_input,
+        workspace,
+    )
 
     rows = {}
     x = cupy.asarray(np.random.default_rng(1).standard_normal(4096).astype(np.float32))

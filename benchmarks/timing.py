@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 
-
 #: How long the device spins before a queued timing (seconds): longer than the host takes to queue
 #: the launches of any timed call here.
 QUEUE_SECONDS = 2e-3

@@ -7,7 +7,12 @@ import pytest
 
 from gwbatch.background import check_slides, estimate_background
 from gwbatch.background.far import far_from_counts, ifar_years, n_louder
-from gwbatch.background.slides import coverage_time, shift_segments, slide_livetimes, slide_shifts
+from gwbatch.background.slides import (
+    coverage_time,
+    shift_segments,
+    slide_livetimes,
+    slide_shifts,
+)
 from gwbatch.candidates.coincidence import IfoTriggers
 from gwbatch.errors import ConfigError
 

@@ -26,6 +26,7 @@ from gwbatch.config import (
     read_yaml,
 )
 from gwbatch.errors import ConfigError
+from gwbatch.searches import get_search
 from workflow.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +97,7 @@ def test_every_shipped_config_passes_the_physical_bounds_at_its_rate():
         for campaign in getattr(loaded, "members", {"": loaded}).values():
             for fs in fss:
                 physical_bounds(campaign, fs)
+                get_search(campaign.search.kind).check_rate(campaign.search, fs)
 
 
 def test_a_boolean_is_not_a_number(small_store, tmp_path, capsys):

@@ -11,15 +11,28 @@ import pytest
 from scipy.stats import chi2
 
 from gwbatch.burst.chunk import BurstNetwork, BurstSettings, burst_chunk, cluster_event
-from gwbatch.burst.clusters import Pixels, best_level_pixels, cluster_pixels, dilate, threshold
+from gwbatch.burst.clusters import (
+    Pixels,
+    best_level_pixels,
+    cluster_pixels,
+    dilate,
+    threshold,
+)
 from gwbatch.burst.delays import UPSAMPLE, delay_range, delayed_amplitudes, upsample
 from gwbatch.burst.skyloop import (
-    FIELDS, REJECTED, ClusterBatch, SkyLoopCuts, SkyTable, direction_statistics, sky_table, skyloop_max,
+    FIELDS,
+    REJECTED,
+    ClusterBatch,
+    SkyLoopCuts,
+    SkyTable,
+    direction_statistics,
+    sky_table,
+    skyloop_max,
 )
 from gwbatch.burst.tfmap import frame_valid, resolutions, tf_map
-from gwbatch.coherent.network import network_geometry
-from gwbatch.coherent.sky import angular_distance, sky_grid
 from gwbatch.detectors import antenna_pattern, time_delay_from_earth_center
+from gwbatch.sky.grid import angular_distance, sky_grid
+from gwbatch.sky.network import network_geometry
 
 FS = 1024.0
 GPS = 1187008882.4

@@ -8,16 +8,21 @@ import pandas as pd
 import pytest
 from scipy.signal import hilbert
 
+from gwbatch.conditioning.design import design_psd
 from gwbatch.detectors import antenna_pattern, time_delay_from_earth_center
 from gwbatch.errors import ConfigError
 from gwbatch.io.store import open_store, read_injections, read_meta, read_strain
-from gwbatch.simulate import simulate_store
 from gwbatch.simulate import bursts as bursts_module
+from gwbatch.simulate import simulate_store
 from gwbatch.simulate.bursts import (
-    TABLE_WAVEFORMS, BurstSpec, add_bursts, burst_polarisations, burst_strain, draw_burst_injections,
+    TABLE_WAVEFORMS,
+    BurstSpec,
+    add_bursts,
+    burst_polarisations,
+    burst_strain,
+    draw_burst_injections,
 )
 from gwbatch.simulate.injections import InjectionSpec, add_injections
-from gwbatch.simulate.psd import design_psd
 
 IFOS, FS, T0, SPAN = ("H1", "L1", "V1"), 2048.0, 1_000_000_000.0, 64.0
 MODELS = {"H1": "aLIGO", "L1": "aLIGO", "V1": "AdVirgo"}

@@ -105,10 +105,10 @@ def test_resume_after_failed_chunk(reference_run, small_store, tmp_path, monkeyp
     campaign = make_campaign(small_store, out)
     original = PulseSearch.process
 
-    def fail_on_chunk_2(self, campaign, ifos, backend, resources, spec):
-        if spec.index == 2:
+    def fail_on_chunk_2(self, task, resources):
+        if task.spec.index == 2:
             raise RuntimeError("worker lost")
-        return original(self, campaign, ifos, backend, resources, spec)
+        return original(self, task, resources)
 
     monkeypatch.setattr(PulseSearch, "process", fail_on_chunk_2)
     with pytest.raises(ChunkFailed, match=r"1 chunk\(s\) failed; the others are done(.|\n)*chunk 2 .* failed: "
@@ -247,7 +247,7 @@ def test_code_version_names_only_gwbatch_own_checkout(tmp_path):
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "outer"], check=True)
-    probe = "import gwbatch; from workflow.campaign import code_version; print(gwbatch.__file__, code_version())"
+    probe = "import gwbatch; from workflow.manifest import code_version; print(gwbatch.__file__, code_version())"
     out = subprocess.run([sys.executable, "-c", probe], cwd=repo / "vendored", capture_output=True, text=True,
                          check=True).stdout.strip()
     where, version = out.split(" ", 1)
@@ -261,12 +261,12 @@ def test_searches_tasks_are_interleaved_each_longest_first():
     and each search's own tasks keep their longest-first order."""
     from types import SimpleNamespace
 
-    from workflow.campaign import task_priorities
+    from workflow.schedule import task_priorities
 
     def member(name, kind, reads):
         specs = [SimpleNamespace(index=i, read_start=0, read_stop=n) for i, n in enumerate(reads)]
-        return SimpleNamespace(name=name, todo=specs, campaign=SimpleNamespace(search=SimpleNamespace(kind=kind)),
-                               plan=SimpleNamespace(ifos=("H1", "L1"), n_slides=10))
+        settings = SimpleNamespace(ifos=("H1", "L1"), network=SimpleNamespace(slides=10))
+        return SimpleNamespace(name=name, todo=specs, plan=SimpleNamespace(search=kind, settings=settings))
 
     members = [member("spiir", "spiir", [100, 120, 100, 100]), member("pulse", "pulse", [100, 100])]
     priority = task_priorities(members)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gwbatch.candidates.coincidence import IfoTriggers, cluster_in_time, coincident_pairs, find_coincidences
+from gwbatch.candidates.coincidence import (
+    IfoTriggers,
+    cluster_in_time,
+    coincident_pairs,
+    find_coincidences,
+)
 from gwbatch.candidates.fof import friends_of_friends
 from gwbatch.candidates.triggers import merge_chunk_triggers
 

@@ -23,7 +23,7 @@ def _numba_threads():
 
 
 @pytest.mark.parametrize("preset", [None, "1"], ids=["share", "environment"])
-def test_local_workers_get_their_share(preset, monkeypatch):
+def test_local_workers_get_their_share(preset, monkeypatch, spawned_workers):
     if preset is None:
         monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
     else:

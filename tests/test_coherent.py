@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gwbatch.coherent.network import network_geometry
-from gwbatch.coherent.sky import angular_distance, pixel_of, sky_grid
+from gwbatch.coherent.network import coherent_sky_table
 from gwbatch.coherent.statistic import at_directions, max_over_sky
 from gwbatch.errors import ConfigError
+from gwbatch.sky.grid import angular_distance, pixel_of, sky_grid
+from gwbatch.sky.network import network_geometry
 
 GPS = 1187008882.4
 FS = 2048.0
@@ -50,7 +51,7 @@ def brute_force(snr, slot, sample, pivot, offsets, basis, n_trials, step, lo, sp
 
 def test_offsets_are_rounded_delay_differences():
     geo = network_geometry(IFOS3, sky_grid(3), GPS)
-    off = geo.sky_table(FS, np.ones(3)).offsets
+    off = coherent_sky_table(geo, FS, np.ones(3)).offsets
     exact = (geo.delays[None, :, :] - geo.delays.T[:, :, None]) * FS  # [pivot, p, j]
     assert np.all(np.abs(off - exact) <= 0.5 + 1e-4) and np.all(off[[0, 1, 2], :, [0, 1, 2]] == 0)
     # H1-V1 is the longest baseline: 27.3 ms
@@ -63,7 +64,7 @@ def test_max_over_sky_matches_brute_force(ifos):
     n_det, n_slot, n = len(ifos), 3, 3000
     snr = (rng.normal(size=(n_det, n_slot, n)) + 1j * rng.normal(size=(n_det, n_slot, n))).astype(np.complex64)
     geo = network_geometry(ifos, sky_grid(2), GPS)
-    table = geo.sky_table(FS, rng.uniform(20, 200, size=n_det))
+    table = coherent_sky_table(geo, FS, rng.uniform(20, 200, size=n_det))
     slot = np.array([0, 1, 2, 1, 0])
     pivot = np.arange(5) % n_det
     lo, span = 200, 2500
@@ -113,7 +114,7 @@ def test_recovers_a_network_signal():
     snr, expected = network_signal(rng, IFOS3, ra, dec, sigma, amplitude)
     grid = sky_grid(5)
     geo = network_geometry(IFOS3, grid, GPS)
-    table = geo.sky_table(FS, sigma)
+    table = coherent_sky_table(geo, FS, sigma)
     t_h1 = expected[0][0]
     got = max_over_sky(snr, [0], [t_h1], [0], table, n_trials=8, step=int(0.1 * FS))
     network = np.sqrt(sum(abs(z) ** 2 for _, z in expected))  # measured 16.9
@@ -144,7 +145,7 @@ def test_direction_groups_hold_every_direction_once(ifos, order):
     every detector's offset; sets of equal offsets are cut only at GROUP_MAX."""
     from gwbatch.coherent.network import GROUP_MAX
 
-    table = network_geometry(ifos, sky_grid(order), GPS).sky_table(2048.0, np.linspace(1.0, 2.0, len(ifos)))
+    table = coherent_sky_table(network_geometry(ifos, sky_grid(order), GPS), 2048.0, np.linspace(1.0, 2.0, len(ifos)))
     groups = table.groups
     for piv in range(len(ifos)):
         order_ = groups.order[piv]
@@ -171,10 +172,16 @@ def test_cuda_group_records_decode(ifos):
     """The CUDA kernel's group records (the key, whose words are each non-pivot detector's byte
     offset into the shared-memory windows, then the group's projections in evaluation order, packed)
     hold the sky table: decoded here as the kernel reads them."""
-    from gwbatch.coherent._cuda import (RECORD_PAD, STRIDE, device_table, direction_floats, key_ints,
-                                        record_float4s)
+    from gwbatch.coherent._cuda import (
+        RECORD_PAD,
+        STRIDE,
+        device_table,
+        direction_floats,
+        key_ints,
+        record_float4s,
+    )
 
-    table = network_geometry(ifos, sky_grid(3), GPS).sky_table(4096.0, np.linspace(1.0, 2.0, len(ifos)))
+    table = coherent_sky_table(network_geometry(ifos, sky_grid(3), GPS), 4096.0, np.linspace(1.0, 2.0, len(ifos)))
     dev = device_table(table)
     n_det = len(ifos)
     n_key, n_floats = key_ints(n_det), direction_floats(n_det)
@@ -211,7 +218,7 @@ def test_cuda_group_records_decode(ifos):
 def test_sky_maximum_ties_go_to_the_first_direction_in_evaluation_order():
     """With no signal anywhere every direction ties at zero: the maximum is the first direction of
     the table's evaluation order (the same rule as the CUDA kernel's)."""
-    table = network_geometry(IFOS3, sky_grid(3), GPS).sky_table(2048.0, np.array([1.0, 1.2, 0.6]))
+    table = coherent_sky_table(network_geometry(IFOS3, sky_grid(3), GPS), 2048.0, np.array([1.0, 1.2, 0.6]))
     snr = np.zeros((3, 1, 4096), np.complex64)
     got = max_over_sky(snr, [0, 0, 0], [2000, 2000, 2000], [0, 1, 2], table, n_trials=2, step=100)
     assert np.all(got.rho_c2 == 0.0)
@@ -219,7 +226,12 @@ def test_sky_maximum_ties_go_to_the_first_direction_in_evaluation_order():
 
 
 def test_posterior_and_areas():
-    from gwbatch.coherent.skymap import credible_area, credible_level, posterior, searched_area
+    from gwbatch.sky.skymap import (
+        credible_area,
+        credible_level,
+        posterior,
+        searched_area,
+    )
 
     grid = sky_grid(4)
     ra0, dec0 = 2.0, 0.3
@@ -250,8 +262,8 @@ def test_skymap_fits_roundtrip(tmp_path):
     from astropy.io import fits
     from astropy_healpix import HEALPix
 
-    from gwbatch.coherent.skymap import posterior
     from gwbatch.io.skymaps import read_skymap, write_skymap
+    from gwbatch.sky.skymap import posterior
 
     grid = sky_grid(3)
     prob = posterior(np.random.default_rng(0).normal(size=grid.size) * 4)
@@ -274,7 +286,7 @@ def test_skymap_fits_roundtrip(tmp_path):
 def test_pp_test_accepts_calibrated_and_rejects_overconfident_maps():
     """Truths drawn from the maps themselves give uniform credible levels (p > 0.01); the same
     truths judged by maps four times too narrow do not."""
-    from gwbatch.coherent.skymap import credible_level, posterior, pp_test
+    from gwbatch.sky.skymap import credible_level, posterior, pp_test
 
     rng = np.random.default_rng(7)
     grid = sky_grid(3)

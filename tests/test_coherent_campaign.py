@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gwbatch.background.slides import trial_livetimes
 from gwbatch.background.trials import shared_trials, trial_background
-from gwbatch.coherent.chunk import trial_livetimes
 from gwbatch.config import validate_campaign
 from gwbatch.io.skymaps import read_skymap
 from gwbatch.simulate import simulate_store

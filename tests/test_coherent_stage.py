@@ -7,9 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gwbatch.coherent.network import network_geometry
-from gwbatch.coherent.sky import angular_distance, pixel_of, sky_grid
-from gwbatch.coherent.skymap import credible_area, credible_level, posterior
+from gwbatch.coherent.network import coherent_sky_table
 from gwbatch.coherent.stage import coherent_events, coherent_rank
 from gwbatch.coherent.statistic import at_directions
 from gwbatch.conditioning import condition
@@ -19,10 +17,13 @@ from gwbatch.io.store import open_store, read_injections, read_meta, read_strain
 from gwbatch.searches.spiir import filter_input
 from gwbatch.simulate import simulate_store
 from gwbatch.simulate.cbc import CbcSpec
+from gwbatch.sky.grid import angular_distance, pixel_of, sky_grid
+from gwbatch.sky.network import network_geometry
+from gwbatch.sky.skymap import credible_area, credible_level, posterior
 from gwbatch.spiir.bank import build_template
+from gwbatch.spiir.cache import store_psd
 from gwbatch.spiir.filtering import filter_bank_numba
 from gwbatch.waveforms import Template
-from workflow.bank import store_psd
 
 IFOS = ("H1", "L1", "V1")
 FS = 1024
@@ -48,9 +49,9 @@ def injected(tmp_path_factory):
     series, autocorr, sigma, valid = [], [], [], np.ones(meta.n_samples, bool)
     conditioning = ConditioningConfig(filter_duration=4.0)
     for j, ifo in enumerate(IFOS):
-        cond = condition(strain[j], np.ones(meta.n_samples, bool), conditioning, FS)
+        cond = condition(strain[j], np.ones(meta.n_samples, bool), conditioning.settings(), FS)
         # as a campaign does: the template is whitened by the PSD the data's whitening filter whitens
-        psd = effective_psd(store_psd(path, ifo, seconds=96.0, segment=conditioning.psd.segment), FS,
+        psd = effective_psd(store_psd(meta, ifo, seconds=96.0, segment=conditioning.psd.segment), FS,
                             int(conditioning.filter_duration * FS), conditioning.f_low, conditioning.f_high)
         built = build_template(template, cfg, psd)
         z = filter_bank_numba(filter_input(cond), built.a[None], built.b[None], built.d[None])[0]
@@ -69,7 +70,7 @@ def injected(tmp_path_factory):
 def test_injection_is_found_coherently_and_localised(injected):
     meta, row, snr = injected["meta"], injected["row"], injected["snr"]
     grid = sky_grid(5)
-    table = network_geometry(IFOS, grid, row["gps_time"]).sky_table(FS, injected["sigma"])
+    table = coherent_sky_table(network_geometry(IFOS, grid, row["gps_time"]), FS, injected["sigma"])
     arrival = int(round((row["time_H1"] - float(meta.t0)) * FS))
     k = arrival - 20 + int(np.argmax(np.abs(snr[0, 0, arrival - 20 : arrival + 21])))  # the H1 peak
     ev = coherent_events(snr, injected["autocorr"], [0], [k], [0], table, n_trials=40, step=int(0.1 * FS),
@@ -89,7 +90,7 @@ def test_injection_is_found_coherently_and_localised(injected):
     best = ev.pixel[0, 0]
     error = np.degrees(angular_distance(grid.ra[best], grid.dec[best], row["ra"], row["dec"]))
     assert error < 20.0
-    # The map, at the P-P-calibrated width (gwbatch.coherent.skymap.TEMPERATURE = 3.25): 90% area
+    # The map, at the P-P-calibrated width (gwbatch.sky.skymap.TEMPERATURE = 3.25): 90% area
     # 37 deg^2, the source at credible level 0.91 (one draw; with the uncalibrated T = 1 it was 1.0)
     maps = at_directions(snr, [0], [k], [0], table, np.arange(grid.size)[None, :], 0, window=injected["window"])
     prob = posterior(maps.rho_c2[0])

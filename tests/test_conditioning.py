@@ -7,12 +7,12 @@ import pytest
 
 from gwbatch._xp import to_host
 from gwbatch.conditioning import condition
+from gwbatch.conditioning.design import design_psd
 from gwbatch.conditioning.mask import dilate_invalid, mask_to_segments, merge_segments
 from gwbatch.conditioning.psd import median_bias, welch_median
 from gwbatch.conditioning.whiten import whiten, whitening_taps
 from gwbatch.config import ConditioningConfig, GatingConfig
-from gwbatch.simulate.noise import colouring_filter, coloured_noise
-from gwbatch.simulate.psd import design_psd
+from gwbatch.simulate.noise import coloured_noise, colouring_filter
 
 FS = 2048
 
@@ -61,7 +61,7 @@ def test_whitening_unit_variance_true_psd(xp, coloured):
 
 
 def test_whitening_estimated_psd(xp, coloured):
-    cond = condition(xp.asarray(coloured), xp.ones(coloured.size, dtype=bool), ConditioningConfig(), FS)
+    cond = condition(xp.asarray(coloured), xp.ones(coloured.size, dtype=bool), ConditioningConfig().settings(), FS)
     d = to_host(cond.data[cond.valid])
     # A PSD estimated from ~127 segments leaves std within 2% of 1 (E[S/S_hat] > 1 by ~1/n_seg).
     assert abs(d.std() - 1) < 0.02 and abs(d.mean()) < 0.01
@@ -91,7 +91,7 @@ def test_gap_corrupts_exactly_the_filter_half_length(xp, coloured):
 
 def test_too_little_data_for_a_psd(xp):
     x = xp.asarray(np.random.default_rng(2).standard_normal(8 * FS))
-    cond = condition(x, xp.ones(x.size, dtype=bool), ConditioningConfig(), FS)
+    cond = condition(x, xp.ones(x.size, dtype=bool), ConditioningConfig().settings(), FS)
     assert not bool(cond.valid.any()) and "need 4" in cond.note
 
 
@@ -99,7 +99,7 @@ def test_gating_records_and_masks(xp, coloured):
     x = coloured.copy()
     glitch = 130 * FS
     x[glitch - 5 : glitch + 5] += 1e-18 * np.hanning(10)  # far louder than the noise
-    cfg = ConditioningConfig(gating=GatingConfig(threshold=20.0, half_width=0.25, taper=0.1))
+    cfg = ConditioningConfig(gating=GatingConfig(threshold=20.0, half_width=0.25, taper=0.1)).settings()
     cond = condition(xp.asarray(x), xp.ones(x.size, dtype=bool), cfg, FS)
     assert cond.gate_peaks.size == 1 and abs(int(cond.gate_peaks[0]) - glitch) <= 3
     assert cond.gate_values[0] > 20
@@ -114,7 +114,7 @@ def test_baseline_removed(xp):
     t = np.arange(60 * FS) / FS
     rng = np.random.default_rng(3)
     x = rng.standard_normal(t.size) + 5.0 * np.sin(2 * np.pi * t / 20.0) + 3.0
-    cfg = ConditioningConfig(whiten=False, baseline=0.5)
+    cfg = ConditioningConfig(whiten=False, baseline=0.5).settings()
     cond = condition(xp.asarray(x), xp.ones(x.size, dtype=bool), cfg, FS)
     d = to_host(cond.data)[FS:-FS]
     assert abs(d.mean()) < 0.02 and d.std() == pytest.approx(1.0, abs=0.02)

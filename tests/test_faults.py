@@ -95,7 +95,13 @@ def test_corrupted_store_chunk_fails_its_tasks_only(chunked_store, reference, tm
 def without_chunk(source: Path, store: Path, row: int, index: int) -> Path:
     """A copy of ``source`` written with :class:`StoreWriter`, store chunk ``index`` of detector
     ``row`` never written."""
-    from gwbatch.io.store import StoreWriter, read_dq, read_injections, read_meta, read_strain
+    from gwbatch.io.store import (
+        StoreWriter,
+        read_dq,
+        read_injections,
+        read_meta,
+        read_strain,
+    )
 
     meta = read_meta(source)
     with StoreWriter(store, ifos=meta.ifos, sample_rate=meta.sample_rate, t0=meta.t0, n_samples=meta.n_samples,
@@ -154,11 +160,11 @@ def test_deleted_store_chunk_fails_its_tasks_naming_it(chunked_store, tmp_path, 
 def test_a_task_that_fails_once_is_run_again(chunked_store, reference, tmp_path, monkeypatch):
     original, failures = PulseSearch.process, []
 
-    def flaky(self, campaign, ifos, backend, resources, spec):
-        if spec.index == 1 and not failures:
-            failures.append(spec.index)
+    def flaky(self, task, resources):
+        if task.spec.index == 1 and not failures:
+            failures.append(task.spec.index)
             raise OSError("transient read error")
-        return original(self, campaign, ifos, backend, resources, spec)
+        return original(self, task, resources)
 
     monkeypatch.setattr(PulseSearch, "process", flaky)
     out = tmp_path / "run"

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from gwbatch.conditioning import condition
-from gwbatch.config import ConditioningConfig, PulseSearchConfig, load_campaign
+from gwbatch.config import ConditioningConfig, load_campaign
+from gwbatch.searches.pulse import PulseSearchConfig
 from gwbatch.io.store import open_store, read_strain
 from gwbatch.pulse.search import search_series
 from workflow.campaign import run_campaign
@@ -36,13 +37,13 @@ def test_conditioning_and_search_match_numpy(demo_store):
 
     x = read_strain(open_store(demo_store), ["H1"], 0, 136 * 2048)[0].astype(np.float64)
     valid = np.ones(x.size, bool)
-    cfg = ConditioningConfig()
+    cfg = ConditioningConfig().settings()
     cpu = condition(x, valid, cfg, 2048)
     gpu = condition(cupy.asarray(x), cupy.asarray(valid), cfg, 2048)
     np.testing.assert_array_equal(cpu.valid, gpu.valid.get())
     np.testing.assert_allclose(gpu.data.get()[cpu.valid], cpu.data[cpu.valid], rtol=0, atol=1e-9)
     for series in ("energy", "amplitude"):
-        scfg = PulseSearchConfig(series=series, threshold=3.0, decimation=[16, 8, 8, 8])
+        scfg = PulseSearchConfig(series=series, threshold=3.0, decimation=[16, 8, 8, 8]).settings()
         a = search_series(cpu.data, cpu.valid, scfg, cpu.snr2_per_energy)
         b = search_series(gpu.data, gpu.valid, scfg, gpu.snr2_per_energy)
         ia, ib = match_by_time(a.centre, b.centre, 1.0)
@@ -133,15 +134,16 @@ def test_coherent_kernel_matches_numba_twin(ifos, profile, monkeypatch):
     from gwbatch.coherent._cuda import max_over_sky_cuda
 
     monkeypatch.setitem(_cuda.DEFINES, "PROFILE", profile)
-    from gwbatch.coherent.network import network_geometry
-    from gwbatch.coherent.sky import sky_grid
+    from gwbatch.coherent.network import coherent_sky_table
     from gwbatch.coherent.statistic import _inputs, at_directions, max_over_sky
+    from gwbatch.sky.grid import sky_grid
+    from gwbatch.sky.network import network_geometry
 
     rng = np.random.default_rng(3)
     n_det, n_cand, n, fs = len(ifos), 24, 8192, 2048.0
     snr = (rng.standard_normal((n_det, n_cand, n)) + 1j * rng.standard_normal((n_det, n_cand, n))).astype(np.complex64)
     snr[:, :, 4000:4010] *= 6.0  # loud stretches, so maxima are not all noise
-    table = network_geometry(ifos, sky_grid(5), 1187008882.4).sky_table(fs, rng.uniform(50, 150, n_det))
+    table = coherent_sky_table(network_geometry(ifos, sky_grid(5), 1187008882.4), fs, rng.uniform(50, 150, n_det))
     kw = dict(slot=np.arange(n_cand), sample=rng.integers(3990, 4020, n_cand), pivot=np.arange(n_cand) % n_det)
     cpu = max_over_sky(snr, **kw, table=table, n_trials=70, step=204, window=(100, 8000))
     args = _inputs(cupy, snr, *kw.values())
@@ -188,9 +190,15 @@ def test_burst_skyloop_kernel_matches_numba_twin(ifos):
     import cupy
 
     from gwbatch.burst._cuda import skyloop_max_cuda
-    from gwbatch.burst.skyloop import ClusterBatch, SkyLoopCuts, direction_statistics, sky_table, skyloop_max
-    from gwbatch.coherent.network import network_geometry
-    from gwbatch.coherent.sky import sky_grid
+    from gwbatch.burst.skyloop import (
+        ClusterBatch,
+        SkyLoopCuts,
+        direction_statistics,
+        sky_table,
+        skyloop_max,
+    )
+    from gwbatch.sky.grid import sky_grid
+    from gwbatch.sky.network import network_geometry
 
     rng = np.random.default_rng(11)
     n_det, fs = len(ifos), 2048.0

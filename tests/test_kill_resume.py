@@ -103,7 +103,7 @@ def test_client_killed_then_resumed_gives_the_same_tables(small_store, reference
     assert_same_tables(out, reference)
 
 
-def test_worker_killed_mid_campaign_gives_the_same_tables(small_store, reference, tmp_path):
+def test_worker_killed_mid_campaign_gives_the_same_tables(small_store, reference, tmp_path, spawned_workers):
     config = campaign_file(small_store, tmp_path, "local")
     out = tmp_path / "run"
     when = random.Random(SEED + 1).randint(1, 8)

@@ -8,11 +8,16 @@ import pytest
 from scipy.stats import norm
 
 from gwbatch._xp import to_host
-from gwbatch.config import PulseSearchConfig
+from gwbatch.searches.pulse import PulseSearchConfig
 from gwbatch.pulse.boxcar import boxcar_best_numpy, boxcar_round
 from gwbatch.pulse.plan import boxcar_plan
 from gwbatch.pulse.search import search_series
-from gwbatch.pulse.series import boxcar_sum, round_constants, sigma_n, transform_constants
+from gwbatch.pulse.series import (
+    boxcar_sum,
+    round_constants,
+    sigma_n,
+    transform_constants,
+)
 from gwbatch.pulse.stats import chan_moments, robust_moments
 
 
@@ -166,7 +171,11 @@ def test_fused_kernel_takes_the_usual_plans_and_leaves_wide_ones_to_one_launch_p
     """The fused kernel's block holds the default plans' groups (shared memory as ptxas counts it for
     the suite's first group: 35952 bytes); plans whose tiles or rounds are too wide for it run one
     launch per round."""
-    from gwbatch.pulse._cuda import GROUP_SHARED_LIMIT, fused_fits, group_shared_bytes
+    from gwbatch.pulse._cuda_fused import (
+        GROUP_SHARED_LIMIT,
+        fused_fits,
+        group_shared_bytes,
+    )
 
     assert group_shared_bytes(((1, 32, 8), (17, 32, 8), (17, 32, 8), (17, 32, 4))) == 35952
     for widths in ([32] + [16] * 8, [16, 8, 8], [32, 16, 16, 16], [64, 32, 32, 32], [48, 48, 48, 48]):
@@ -186,7 +195,8 @@ def test_gpu_blocked_energy_rounds_equal_the_twin_rounds(fused):
     kernel (four rounds per launch, then four, then one)."""
     import cupy
 
-    from gwbatch.pulse._cuda import block_length, round_groups
+    from gwbatch.pulse._cuda import block_length
+    from gwbatch.pulse._cuda_fused import round_groups
     from gwbatch.pulse.boxcar import run_rounds
 
     n, plan = 1 << 20, boxcar_plan([32] + [16] * 8)
@@ -282,7 +292,7 @@ def test_amplitude_pulse_found_at_right_place(xp):
     x = rng.standard_normal(200_000)
     start, width, amp = 123_456, 12, 4.0  # boxcar SNR = amp * sqrt(width) = 13.9
     x[start : start + width] += amp
-    cfg = PulseSearchConfig(series="amplitude", threshold=6.0, decimation=[16, 8])
+    cfg = PulseSearchConfig(series="amplitude", threshold=6.0, decimation=[16, 8]).settings()
     trig = search_series(xp.asarray(x), xp.ones(x.size, dtype=bool), cfg)
     assert trig.start.size == 1
     assert abs(trig.start[0] - start) <= 1 and abs(trig.width[0] - width) <= 2
@@ -299,7 +309,7 @@ def test_energy_pulse_snr_estimate(xp):
     rho = 15.0
     at = 50_000
     x[at - 40 : at + 41] += burst * rho / np.sqrt(np.sum(burst**2))
-    cfg = PulseSearchConfig(series="energy", threshold=5.0, decimation=[16, 8, 8])
+    cfg = PulseSearchConfig(series="energy", threshold=5.0, decimation=[16, 8, 8]).settings()
     trig = search_series(xp.asarray(x), xp.ones(x.size, dtype=bool), cfg, snr2_per_energy=1.0)
     k = int(np.argmax(trig.snr))
     assert trig.rho[k] == pytest.approx(rho, rel=0.15)
@@ -312,7 +322,7 @@ def test_invalid_samples_make_no_triggers(xp):
     x[20_000:20_010] += 30.0
     valid = np.ones(x.size, bool)
     valid[19_990:20_030] = False
-    cfg = PulseSearchConfig(series="amplitude", threshold=6.0, decimation=[16])
+    cfg = PulseSearchConfig(series="amplitude", threshold=6.0, decimation=[16]).settings()
     trig = search_series(xp.asarray(x), xp.asarray(valid), cfg)
     assert trig.start.size == 0
 
@@ -331,7 +341,7 @@ def test_loud_pulse_does_not_hide_a_quiet_one(xp, series):
     both = quiet.copy()
     for at in range(150_000, 290_000, 20_000):  # seven SNR-60 pulses
         both[at - 30 : at + 31] += 60 * burst
-    cfg = PulseSearchConfig(series=series, threshold=5.0, decimation=[16, 8, 8])
+    cfg = PulseSearchConfig(series=series, threshold=5.0, decimation=[16, 8, 8]).settings()
     ok = xp.ones(x.size, dtype=bool)
 
     def quiet_snr(data):

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from gwbatch.report import write_report
-from gwbatch.report.html import fig_to_svg, fmt_far, fmt_gps, fmt_ifar, fmt_snr, html_table
+from gwbatch.report.figures.common import fig_to_svg
+from gwbatch.report.format import fmt_far, fmt_gps, fmt_ifar, fmt_snr
+from gwbatch.report.markup import html_table
 
 SPAN_START = 1_126_259_000.0
 SPAN = 4096.0
@@ -161,7 +163,7 @@ def make_series(ifos=("H1", "L1"), n=3, seed=4) -> list[dict]:
 
 def gaussian_skymap(order: int, ra: float, dec: float, sigma_deg: float) -> np.ndarray:
     """A von Mises-Fisher blob of width ``sigma_deg`` around (ra, dec), nested HEALPix probabilities."""
-    from gwbatch.coherent.sky import sky_grid
+    from gwbatch.sky.grid import sky_grid
 
     grid = sky_grid(order)
     cos = (np.sin(dec) * np.sin(grid.dec) + np.cos(dec) * np.cos(grid.dec) * np.cos(grid.ra - ra))
@@ -518,8 +520,8 @@ def test_skymap_gaussian_area(rich_report):
 def test_skymap_projection_puts_ra_increasing_to_the_left():
     """All probability in the pixel of (RA 90 deg, Dec 30 deg): on the drawing grid it lies at Mollweide
     x = 180 - 90 = +90 deg (right of the centre, RA 180 deg), and RA 270 deg at x = -90 deg."""
-    from gwbatch.coherent.sky import pixel_of
-    from gwbatch.report.html import _sky_x, _skymap_on_grid
+    from gwbatch.report.figures.skymaps import _sky_x, _skymap_on_grid
+    from gwbatch.sky.grid import pixel_of
 
     for ra_deg, x_deg in ((90.0, 90.0), (270.0, -90.0)):
         prob = np.zeros(12 * 4**4)
@@ -668,7 +670,7 @@ def test_campaign_of_several_searches_draws_their_ifars_together(tmp_path):
 
 def test_run_over_several_invocations(tmp_path):
     """A run resumed after --stop-after: the summary says so and the GPU figure names its samples."""
-    from workflow.campaign import account_parts
+    from workflow.manifest import account_parts
 
     inputs = empty_inputs()
     manifest = inputs["manifest"]

@@ -7,13 +7,18 @@ import hashlib
 import numpy as np
 import pytest
 
+from gwbatch.conditioning.design import design_psd
 from gwbatch.conditioning.psd import welch_median
 from gwbatch.errors import ConfigError
 from gwbatch.io.store import open_store, read_injections, read_meta, read_strain
 from gwbatch.simulate import simulate_store
-from gwbatch.simulate.injections import InjectionSpec, energy_fwhm, optimal_snr, waveform
-from gwbatch.simulate.noise import colouring_filter, coloured_noise
-from gwbatch.simulate.psd import design_psd
+from gwbatch.simulate.injections import (
+    InjectionSpec,
+    energy_fwhm,
+    optimal_snr,
+    waveform,
+)
+from gwbatch.simulate.noise import coloured_noise, colouring_filter
 
 
 def digest(path) -> str:

@@ -89,7 +89,7 @@ def test_trigger_table_contract_and_same_template_coincidences(runs):
 
 
 def test_report_series_around_top_candidates(runs):
-    """The report's time series are recomputed for the top candidates (workflow.campaign.top_figures):
+    """The report's time series are recomputed for the top candidates (workflow.figures.top_figures):
     each detector's |z| of the candidate's template peaks at that detector's time of the candidate
     (within 2 samples) and reaches its SNR there within 2%."""
     run = runs[64.0]
@@ -114,19 +114,19 @@ def test_report_series_filter_only_around_the_candidate(runs, small_store, bank_
     the chunk's start, and equals the whole chunk's |z| there to 1e-5 of its peak."""
     from gwbatch.gpstime import GPSTime, time_to_index
     from gwbatch.io.store import read_meta
-    from gwbatch.searches import get_search
-    from gwbatch.searches.common import candidate_series
+    from workflow.figures import candidate_series
+    from workflow.member import Member
     from workflow.prepare import prepare
 
     run = runs[64.0]
     campaign = spiir_campaign(small_store, bank_file, run.out, 64.0)
-    resources = prepare(campaign, run.plan, read_meta(small_store), run.out, False)
+    member = Member("", campaign, read_meta(small_store), run.plan, run.out, {}, "")
+    prepare([member], campaign.cluster, progress=False)  # the banks, from the run's cache
     cand = run.reduced.candidates.iloc[0]
     sample = time_to_index(GPSTime.parse(run.plan.t0), float(cand["gps_time"]), run.plan.sample_rate)
     spec = next(c for c in run.plan.chunks if c.start <= sample < c.stop)
-    search = get_search("spiir")
-    near = candidate_series(search, campaign, run.plan.ifos, resources, spec, cand)["curves"]
-    whole = candidate_series(search, campaign, run.plan.ifos, resources, spec, cand, half_width=1e4)["curves"]
+    near = candidate_series(member, spec, cand)["curves"]
+    whole = candidate_series(member, spec, cand, half_width=1e4)["curves"]
     for ifo, (t, z) in near.items():
         tw, zw = whole[ifo]
         assert tw.size > 4 * t.size  # the whole chunk: 64 s and its halo
@@ -143,7 +143,7 @@ def test_banks_are_cached_per_detector(runs, small_store, bank_file, monkeypatch
     from gwbatch.conditioning.psd import design
     from gwbatch.config import load_bank_config
     from gwbatch.spiir.bank import place
-    from workflow import bank as bank_mod
+    from gwbatch.spiir import cache as bank_mod
 
     cfg = load_bank_config(bank_file)
     psd = design(spiir_campaign(small_store, bank_file, run.out, 64.0).search.placement_psd, cfg.sample_rate)
@@ -156,13 +156,13 @@ def test_campaigns_share_a_bank_cache(runs, small_store, bank_file, tmp_path, mo
     """With ``search.bank_cache`` a new campaign (a new output directory) takes the placed
     templates and the built banks of an earlier one from that directory: nothing is placed or built
     again, the manifest names the shared files, and the candidates are the same."""
-    from workflow import bank as bank_mod
-    from workflow import prepare as prepare_mod
+    import gwbatch.searches.spiir as spiir_mod
+    from gwbatch.spiir import cache as bank_mod
 
     first = runs[256.0]
     shared = first.out / "banks"
     monkeypatch.setattr(bank_mod, "place", lambda *a: pytest.fail("placed again"))
-    monkeypatch.setattr(prepare_mod, "build_bank", lambda *a, **k: pytest.fail("built again"))
+    monkeypatch.setattr(spiir_mod, "build_bank", lambda *a, **k: pytest.fail("built again"))
     campaign = spiir_campaign(small_store, bank_file, tmp_path / "again", 256.0)
     campaign = campaign.model_copy(update={"search": campaign.search.model_copy(update={"bank_cache": shared})})
     again = run_campaign(campaign, progress=False)
@@ -179,7 +179,7 @@ def test_bank_cache_serves_a_psd_within_tolerance(runs, small_store, bank_file):
     from gwbatch.conditioning.psd import PSD, design
     from gwbatch.config import load_bank_config
     from gwbatch.io.banks import read_bank_psd
-    from workflow import bank as bank_mod
+    from gwbatch.spiir import cache as bank_mod
 
     run = runs[64.0]
     cache = run.out / "banks"

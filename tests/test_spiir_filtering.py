@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from benchmarks.spiir_kernel import float64_reference as reference
 from gwbatch.spiir.filtering import filter_bank, filter_bank_numba
 
@@ -65,7 +66,11 @@ def test_cuda_template_class_with_time_segments_matches_twin(n_filters, segments
 def test_long_input_layout_bounds_partial_outputs():
     """A few templates on a long chunk: the template's class with time segments, not one filter per
     thread (whose per-warp partial series would need tens of GB)."""
-    from gwbatch.spiir._cuda import PARTIAL_OUTPUT_BYTES, filters_per_thread, launch_plan
+    from gwbatch.spiir._cuda import (
+        PARTIAL_OUTPUT_BYTES,
+        filters_per_thread,
+        launch_plan,
+    )
 
     f, segments = launch_plan(40, 700, 2**21)
     assert f == filters_per_thread(700) and segments > 1

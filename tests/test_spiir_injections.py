@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from gwbatch.conditioning import condition
+from gwbatch.conditioning.design import design_psd
 from gwbatch.conditioning.psd import design
 from gwbatch.config import BankConfig, ConditioningConfig
-from gwbatch.simulate.noise import colouring_filter, coloured_noise
-from gwbatch.simulate.psd import design_psd
+from gwbatch.simulate.noise import coloured_noise, colouring_filter
 from gwbatch.spiir.bank import build_template, frequency_grid
 from gwbatch.spiir.construct import whitened_template
 from gwbatch.spiir.filtering import filter_bank_numba
@@ -50,7 +50,7 @@ def test_spiir_snr_matches_exact_matched_filter():
         strain[end - gn : end] += hs
         whitened.append(whitened_template(htilde, psd(np.maximum(f, 1.0)), df, FS, 30.0, isco_frequency(t.mass1, t.mass2)))
         starts.append(end - FS)  # merger sample (approx.) for the search window
-    cond = condition(strain, np.ones(n, bool), ConditioningConfig(filter_duration=4.0, psd={"segment": 8.0}), FS)
+    cond = condition(strain, np.ones(n, bool), ConditioningConfig(filter_duration=4.0, psd={"segment": 8.0}).settings(), FS)
     x = cond.data.astype(np.float32)
     ratios, dt = [], []
     for t, white, merger in zip(templates, whitened, starts):

@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gwbatch.simulate.psd import design_psd
-from gwbatch.spiir.placement import Metric, Region, Space, chirp_times, grid_placement, masses, stochastic_placement
+from gwbatch.conditioning.design import design_psd
+from gwbatch.spiir.placement import (
+    Metric,
+    Region,
+    Space,
+    chirp_times,
+    grid_placement,
+    masses,
+    stochastic_placement,
+)
 from gwbatch.waveforms import Template, frequency_domain
 
 FS, F_LOW = 2048, 40.0

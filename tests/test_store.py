@@ -9,7 +9,14 @@ import pytest
 from gwbatch.errors import DataError, OutputError
 from gwbatch.gpstime import GPSTime
 from gwbatch.io.store import (
-    DQ_BITS, StoreWriter, dq_sample_mask, open_store, read_dq, read_injections, read_meta, read_strain,
+    DQ_BITS,
+    StoreWriter,
+    dq_sample_mask,
+    open_store,
+    read_dq,
+    read_injections,
+    read_meta,
+    read_strain,
 )
 
 

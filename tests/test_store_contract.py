@@ -22,8 +22,18 @@ import zarr
 from gwbatch.conditioning.mask import edge_zeros, zero_runs
 from gwbatch.errors import DataError
 from gwbatch.io.store import (
-    MAX_STORE_SECONDS, STORE_FORMAT, StoreWriter, chunk_digest, open_store, read_chunk, read_dq, read_meta,
-    read_strain, remove_stale_partials, seal, store_identity,
+    MAX_STORE_SECONDS,
+    STORE_FORMAT,
+    StoreWriter,
+    chunk_digest,
+    open_store,
+    read_chunk,
+    read_dq,
+    read_meta,
+    read_strain,
+    remove_stale_partials,
+    seal,
+    store_identity,
 )
 from workflow.cli import main
 
@@ -487,15 +497,15 @@ def _campaign(store: Path, out: Path, chunk: float = 64.0, **data):
 def _own_masks(campaign, meta) -> dict[str, np.ndarray]:
     """Each detector's analysed mask over the plan's span, joined from every chunk's own part."""
     from gwbatch.searches.common import bookkeeping, conditioned_series
-    from workflow.plan import make_plan
+    from workflow.plan import chunk_task, make_plan
 
     plan = make_plan(campaign, meta)
     masks, zero = {ifo: [] for ifo in meta.ifos}, {ifo: 0 for ifo in meta.ifos}
     for spec in plan.chunks:
-        for series in conditioned_series(campaign, meta.ifos, "numpy", spec):
+        for series in conditioned_series(chunk_task(plan, meta, spec, "numpy")):
             lo, hi = series.own
             masks[series.ifo].append(np.asarray(series.cond.valid[lo:hi]))
-            zero[series.ifo] += bookkeeping(series, spec, 0)[2]["zero_samples"]
+            zero[series.ifo] += bookkeeping(series, spec.start, spec.read_start, 0)[2]["zero_samples"]
     return {ifo: np.concatenate(m) for ifo, m in masks.items()}, zero
 
 

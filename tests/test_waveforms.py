@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gwbatch.conditioning.design import design_psd
 from gwbatch.io.templates import read_hdf5_template
-from gwbatch.simulate.psd import design_psd
 from gwbatch.waveforms import Template, frequency_domain
 from gwbatch.waveforms.taylorf2 import chirp_time, isco_frequency, taylorf2
 

@@ -156,18 +156,21 @@ def _bank_psd(args, sample_rate: float):
     conditioning whitens it (:func:`gwbatch.conditioning.whiten.effective_psd`)."""
     from gwbatch.conditioning.psd import design
     from gwbatch.conditioning.whiten import effective_psd
-    from gwbatch.config import ConditioningConfig
+    from gwbatch.config import ConditioningConfig, DataConfig
+    from gwbatch.io.span import zero_gap_samples
     from gwbatch.io.store import read_meta
-    from workflow.bank import store_psd
+    from gwbatch.spiir.cache import store_psd
 
     if args.store is not None:
         if not args.ifo:
             raise ConfigError("--store needs --ifo (the detector whose data gives the PSD)")
-        fs = read_meta(args.store).sample_rate
+        meta = read_meta(args.store)
+        fs = meta.sample_rate
         if abs(fs - sample_rate) > 1e-9:
             raise ConfigError(f"the bank is for {sample_rate:g} Hz but {args.store} is at {fs:g} Hz")
-        cond = ConditioningConfig()
-        measured = store_psd(args.store, args.ifo, seconds=args.psd_seconds, segment=cond.psd.segment)
+        cond, data = ConditioningConfig(), DataConfig(store=args.store)
+        measured = store_psd(meta, args.ifo, seconds=args.psd_seconds, segment=cond.psd.segment,
+                             dq_required=meta.dq_mask(data.dq_flags), zero_gap=zero_gap_samples(data.zero_gap, fs))
         return effective_psd(measured, fs, int(round(cond.filter_duration * fs)), cond.f_low, cond.f_high)
     return design(args.psd, sample_rate=sample_rate)
 
@@ -181,8 +184,8 @@ def cmd_bank(args) -> int:
         return 0
     from gwbatch.config import ClusterConfig, load_bank_config
     from gwbatch.io.banks import save_bank
-    from workflow.bank import build_bank
-    from workflow.cluster import start_cluster
+    from gwbatch.spiir.cache import build_bank
+    from workflow.prepare import cpu_workers
 
     if len(args.paths) != 1 or args.out is None:
         raise ConfigError(f"bank {args.action} takes one bank YAML file and --out FILE.h5")
@@ -198,8 +201,8 @@ def cmd_bank(args) -> int:
         write_bank_file(templates, args.out)
         print(f"wrote {len(templates)} templates of bank {cfg.name} to {args.out}")
         return 0
-    with start_cluster(ClusterConfig(kind=args.cluster, dashboard_address=":0"), "numpy", 64) as cluster:
-        bank, _ = build_bank(cfg, psd, cluster=cluster, progress=not args.no_progress)
+    with cpu_workers(ClusterConfig(kind=args.cluster, dashboard_address=":0"), not args.no_progress) as parallel:
+        bank, _ = build_bank(cfg, psd, parallel=parallel)
     save_bank(bank, args.out)
     print(bank.summary())
     print(f"wrote {args.out}")
@@ -254,7 +257,8 @@ def cmd_run(args) -> int:
                   sep="\n" if name else "")
         _print_job_script(loaded.cluster)
         return 0
-    from workflow.campaign import run_campaign, run_suite, suite_lines, summary_lines
+    from workflow.campaign import run_campaign, run_suite
+    from workflow.console import suite_lines, summary_lines
 
     command = "gwbatch " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     options = dict(out=args.out, resume=args.resume, overwrite=args.overwrite, command=command,

@@ -71,33 +71,34 @@ def _gpu_memory() -> int:
 HOST, DEVICE = "host", "device"
 
 
-def memory_need(campaign, read_samples: int, n_ifos: int, gpu: bool) -> dict[str, int]:
+def memory_need(search, settings, read_samples: int, n_ifos: int, gpu: bool) -> dict[str, int]:
     """Bytes a task reading ``read_samples`` holds, by where they live (:func:`workflow.plan.task_memory`):
     the kernels' arrays on the GPU of a GPU worker, in host memory on a CPU worker."""
-    host, work = task_memory(campaign, get_search(campaign.search.kind), read_samples, n_ifos)
+    host, work = task_memory(search, settings, read_samples, n_ifos)
     return {HOST: host, DEVICE: work} if gpu else {HOST: host + work}
 
 
-def task_need(campaign, plan, spec, gpu: bool) -> dict[str, int]:
+def task_need(plan, spec, gpu: bool) -> dict[str, int]:
     """The memory chunk task ``spec`` holds while it runs (:func:`memory_need`)."""
-    return memory_need(campaign, spec.read_stop - spec.read_start, len(plan.ifos), gpu)
+    return memory_need(get_search(plan.search), plan.settings, spec.read_stop - spec.read_start, len(plan.ifos), gpu)
 
 
-def check_memory(plans: dict[str, object], campaigns: dict[str, object], have: WorkerMemory) -> None:
+def check_memory(plans: dict[str, object], have: WorkerMemory) -> None:
     """Refuse, naming the setting to change, a plan whose tasks do not fit the workers.
 
-    ``plans`` and ``campaigns`` are keyed by member name ("" for a one-search campaign).  The
-    advice is computed from the same estimate (:func:`workflow.plan.task_memory`), so it fits.
+    ``plans`` are keyed by member name ("" for a one-search campaign).  The advice is computed from
+    the same estimate (:func:`workflow.plan.task_memory`), so it fits: a shorter ``plan.chunk``,
+    and each of the search's own memory settings (:meth:`gwbatch.searches.base.Search.memory_knobs`).
     """
     problems = []
     gpu = have.device is not None
     for name, plan in plans.items():
-        campaign = campaigns[name]
+        search = get_search(plan.search)
         where = f"searches.{name}." if name else ""
         read = max(c.read_stop - c.read_start for c in plan.chunks)
 
-        def need(c=campaign, n=read):  # bytes by place of a task reading n samples
-            return memory_need(c, n, len(plan.ifos), gpu)
+        def need(settings=plan.settings, n=read):  # bytes by place of a task reading n samples
+            return memory_need(search, settings, n, len(plan.ifos), gpu)
 
         for part, limit, what in ((HOST, have.host, "memory limit"), (DEVICE, have.device, "GPU memory")):
             if limit is None or need().get(part, 0) <= USABLE * limit:
@@ -105,13 +106,12 @@ def check_memory(plans: dict[str, object], campaigns: dict[str, object], have: W
             fixes = []
             fits = _largest(lambda n: need(n=n).get(part, 0) <= USABLE * limit, read)
             if fits:
-                fixes.append(f"lower {where}plan.chunk ({campaign.plan.chunk:g} s) to about "
-                             f"{max(1.0, int(campaign.plan.chunk * fits / read)):g} s")
-            if campaign.search.kind == "spiir":
-                batch = _largest(lambda b: need(c=_with_batch(campaign, b)).get(part, 0) <= USABLE * limit,
-                                 campaign.search.batch)
-                if batch:
-                    fixes.append(f"{where}search.batch ({campaign.search.batch}) to about {batch}")
+                fixes.append(f"lower {where}plan.chunk ({plan.chunk_seconds:g} s) to about "
+                             f"{max(1.0, int(plan.chunk_seconds * fits / read)):g} s")
+            for key, (value, with_value) in search.memory_knobs(plan.settings).items():
+                best = _largest(lambda v: need(settings=with_value(v)).get(part, 0) <= USABLE * limit, value)
+                if best:
+                    fixes.append(f"{where}{key} ({value}) to about {best}")
             if what == "memory limit":
                 fixes.append("give each worker more memory (cluster.memory_limit, or fewer workers per machine)")
             problems.append(f"{name or plan.search} tasks need ~{need()[part] / GiB:.1f} GiB but a worker's {what} "
@@ -119,10 +119,6 @@ def check_memory(plans: dict[str, object], campaigns: dict[str, object], have: W
                             + (", or ".join(fixes) if fixes else "no setting of this search makes it fit"))
     if problems:
         raise ConfigError("the campaign does not fit the workers' memory:\n  " + "\n  ".join(problems))
-
-
-def _with_batch(campaign, batch: int):
-    return campaign.model_copy(update={"search": campaign.search.model_copy(update={"batch": batch})})
 
 
 def _largest(fits, upper: int) -> int:

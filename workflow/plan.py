@@ -16,13 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from gwbatch.background import check_slides
+from gwbatch.conditioning import ConditioningSettings
 from gwbatch.conditioning.psd import MIN_SEGMENTS
 from gwbatch.config import Campaign, physical_bounds
 from gwbatch.detectors import get_detector, known_detectors, light_travel_time
 from gwbatch.errors import ConfigError, DataError
 from gwbatch.gpstime import time_to_index
+from gwbatch.io.span import zero_gap_samples
 from gwbatch.io.store import StoreMeta
-from gwbatch.searches import ChunkSpec, get_search
+from gwbatch.searches import get_search
+from gwbatch.tasks import ChunkSpec, ChunkTask
 
 #: Host bytes per read sample of a task wherever its kernels run: the raw float32 strain of every
 #: detector (4 per detector) and one detector's float64 copy and masks in flight (16).
@@ -51,6 +54,11 @@ class Plan:
     slide_step: float
     task_memory_bytes: int  # one task on a CPU worker: host arrays plus the kernels' arrays
     task_device_bytes: int  # the kernels' arrays, on the GPU of a GPU worker
+    chunk_seconds: float  # plan.chunk as configured
+    settings: object  # the search's frozen settings (gwbatch.searches.base.Search.settings)
+    conditioning: ConditioningSettings
+    dq_required: int  # DQ bits a second needs to be science
+    zero_gap: int | None  # the shortest run of exact zeros masked as a gap (samples); None: zeros are data
 
     @property
     def ring(self) -> float:
@@ -140,12 +148,12 @@ def travel_matrix(ifos: tuple[str, ...]) -> np.ndarray:
     return out
 
 
-def task_memory(campaign: Campaign, search, read_samples: int, n_ifos: int) -> tuple[int, int]:
+def task_memory(search, settings, read_samples: int, n_ifos: int) -> tuple[int, int]:
     """Upper bounds of one task's ``(host, kernel)`` bytes; the kernels' arrays are on the GPU of a
     GPU worker and in host memory on a CPU worker (checked in :mod:`workflow.memory`)."""
     host = read_samples * (4 * n_ifos + HOST_BYTES_PER_SAMPLE)
     work = read_samples * (CONDITION_BYTES_PER_SAMPLE + KEPT_BYTES_PER_SAMPLE * n_ifos)
-    return host, work + search.work_bytes(campaign, read_samples, n_ifos)
+    return host, work + search.work_bytes(settings, read_samples)
 
 
 def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
@@ -154,10 +162,12 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     physical_bounds(campaign, meta.sample_rate)
     fs = meta.sample_rate
     search = get_search(campaign.search.kind)
+    search.check_rate(campaign.search, fs)
     ifos = _ifos(campaign, meta)
     meta.dq_mask(campaign.data.dq_flags)  # unknown DQ flag names fail here, before any work
     span_start, span_stop = _span(campaign, meta)
-    before, after = search.halo(campaign, fs)
+    settings = search.settings(campaign, fs, ifos)
+    before, after = search.halo(settings)
     chunk = int(round(campaign.plan.chunk * fs))
     cond = campaign.conditioning
     if cond.whiten:
@@ -177,11 +187,11 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     ring = ring_length(span_start, span_stop, after, fs)
     if search.slides_in_chunks:  # trials wrap within each chunk's own samples
         ring = float(np.diff(edges).min()) / fs
-    reach = float(travel.max()) + campaign.coincidence.window + 2.0 * search.max_uncertainty(campaign, fs)
+    reach = float(travel.max()) + campaign.coincidence.window + 2.0 * search.max_uncertainty(settings)
     n_slides = campaign.background.slides if (campaign.coincidence.min_ifos > 1 and len(ifos) > 1) else 0
     check_slides(len(ifos), n_slides, campaign.background.slide_step, ring, reach,
                  "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span")
-    host, work = task_memory(campaign, search, max(c.read_stop - c.read_start for c in chunks), len(ifos))
+    host, work = task_memory(search, settings, max(c.read_stop - c.read_start for c in chunks), len(ifos))
     return Plan(
         campaign_name=campaign.name,
         search=campaign.search.kind,
@@ -199,7 +209,20 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         slide_step=campaign.background.slide_step,
         task_memory_bytes=int(host + work),
         task_device_bytes=int(work),
+        chunk_seconds=campaign.plan.chunk,
+        settings=settings,
+        conditioning=campaign.conditioning.settings(),
+        dq_required=meta.dq_mask(campaign.data.dq_flags),
+        zero_gap=zero_gap_samples(campaign.data.zero_gap, fs),
     )
+
+
+def chunk_task(plan: Plan, meta: StoreMeta, spec: ChunkSpec, backend: str) -> ChunkTask:
+    """The task of chunk ``spec``: the plan's frozen facts and the store chunks the task reads
+    (its read span, and up to a zero gap beyond it), with their checksums."""
+    margin = plan.zero_gap or 0
+    return ChunkTask(spec, meta.slice(spec.read_start - margin, spec.read_stop + margin), plan.ifos,
+                     plan.dq_required, plan.zero_gap, plan.conditioning, plan.settings, backend)
 
 
 def member_plan(name: str, campaign: Campaign, meta: StoreMeta) -> Plan:

@@ -1,4 +1,4 @@
-"""From chunk results to the campaign's tables: merge chunk edges, coincide, slide, FAR, match injections."""
+"""From chunk results to the campaign's tables: merged triggers and segments, the search's significance, injections."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gwbatch.background import BackgroundResult, estimate_background
+from gwbatch.background import BackgroundResult
 from gwbatch.candidates.injections import match_injections
-from gwbatch.candidates.tables import background_table, candidate_table
 from gwbatch.conditioning.mask import merge_segments
-from gwbatch.config import Campaign
 from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.store import StoreMeta, read_injections
-from gwbatch.searches import ChunkResult, Significance, get_search
+from gwbatch.searches import get_search
+from gwbatch.searches.base import Reduction
+from gwbatch.tasks import ChunkResult
 from workflow.plan import Plan
 
 
@@ -30,21 +30,22 @@ class Reduced:
     skymaps: dict[str, np.ndarray]  # candidates' skymaps by file name (relative to the run directory)
 
 
-def reduce_results(campaign: Campaign, plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> Reduced:
+def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> Reduced:
+    """Every chunk's results to the run's tables: each detector's merged triggers and analysed
+    segments, the search's candidates and background (:meth:`gwbatch.searches.base.Search.significance`),
+    the injections found and missed, and the gates."""
     fs = plan.sample_rate
     t0 = GPSTime.parse(plan.t0)
     search = get_search(plan.search)
     results = sorted(results, key=lambda r: r.index)
-    merged = search.merge(campaign, pd.concat([r.triggers for r in results], ignore_index=True), t0, fs)
+    merged = search.merge_triggers(plan.settings, pd.concat([r.triggers for r in results], ignore_index=True), t0, fs)
     per_ifo = [merged[merged["ifo"] == ifo].reset_index(drop=True) for ifo in plan.ifos]
     segments = {
         ifo: merge_segments(np.concatenate([r.segments[ifo].reshape(-1, 2) for r in results])).astype(np.int64)
         for ifo in plan.ifos
     }
-    if search.slides_in_chunks:
-        found = search.significance(campaign, plan, results)
-    else:
-        found = coincidence_significance(campaign, plan, search, per_ifo, segments)
+    found = search.significance(plan.settings, Reduction(plan.ifos, fs, plan.t0, plan.span_start, plan.ring,
+                                                         np.asarray(plan.travel), results, per_ifo, segments))
     bg, candidates, events = found.background, found.candidates, found.background_events
     injections = None
     if meta.has_injections:
@@ -52,7 +53,7 @@ def reduce_results(campaign: Campaign, plan: Plan, meta: StoreMeta, results: lis
         span_lo, span_hi = sample_times(t0, [plan.span_start, plan.span_stop], fs)
         table = table[(table["gps_time"] >= span_lo) & (table["gps_time"] < span_hi)]
         gps_segments = {ifo: sample_times(t0, segments[ifo], fs) for ifo in plan.ifos}
-        injections = match_injections(table, candidates, plan.ifos, gps_segments, campaign.coincidence.min_ifos, fs)
+        injections = match_injections(table, candidates, plan.ifos, gps_segments, plan.settings.network.min_ifos, fs)
         if "skymap" in candidates:
             injections = localisation(injections, candidates, found.skymaps)
     gates = pd.concat([r.gates for r in results], ignore_index=True)
@@ -60,27 +61,12 @@ def reduce_results(campaign: Campaign, plan: Plan, meta: StoreMeta, results: lis
     return Reduced(per_ifo, segments, bg, candidates, events, injections, gates, found.skymaps)
 
 
-def coincidence_significance(campaign: Campaign, plan: Plan, search, per_ifo: list[pd.DataFrame],
-                             segments: dict[str, np.ndarray]) -> Significance:
-    """Candidates from coincidences of the merged triggers, with time slides over the whole span."""
-    fs = plan.sample_rate
-    ring_segments = [(segments[ifo] - plan.span_start) / fs for ifo in plan.ifos]
-    triggers = [search.coincidence_triggers(df, plan.span_start, fs) for df in per_ifo]
-    bg = estimate_background(
-        triggers, ring_segments, ring=plan.ring, travel=np.asarray(plan.travel), window=campaign.coincidence.window,
-        min_ifos=campaign.coincidence.min_ifos, cluster_window=campaign.coincidence.cluster_window,
-        n_slides=plan.n_slides, slide_step=plan.slide_step,
-    )
-    candidates = candidate_table(plan.search, bg.foreground, per_ifo, plan.ifos, search.candidate_fields)
-    return Significance(bg, candidates, background_table(bg.background, per_ifo, plan.ifos, bg.shifts))
-
-
 def localisation(injections: pd.DataFrame, candidates: pd.DataFrame, skymaps: dict[str, np.ndarray]) -> pd.DataFrame:
     """Sky localisation of found injections: the angular error of the best direction
     (``sky_error_deg``) and, where the candidate has a skymap, the 90% area, the searched area and
     the credible level of the true direction (P-P test: uniform for calibrated maps)."""
-    from gwbatch.coherent.sky import angular_distance, pixel_of
-    from gwbatch.coherent.skymap import credible_level, searched_area
+    from gwbatch.sky.grid import angular_distance, pixel_of
+    from gwbatch.sky.skymap import credible_level, searched_area
 
     out = injections.copy()
     n = len(out)

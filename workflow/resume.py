@@ -15,14 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from pathlib import Path
 
 from gwbatch import ANALYSIS_VERSION
-from gwbatch.config import Campaign, load_bank_config
+from gwbatch.config import Campaign
 from gwbatch.errors import OutputError
-from gwbatch.io.store import StoreMeta, file_sha256, store_identity, verify_store_chunks
+from gwbatch.io.store import StoreMeta, store_identity, verify_store_chunks
 from gwbatch.io.tables import DamagedCheckpoint, read_chunk
-from gwbatch.searches import ChunkResult, ChunkSpec, get_search
+from gwbatch.searches import get_search
+from gwbatch.tasks import ChunkResult, ChunkSpec
 from workflow.plan import Plan
 from workflow.rundir import IDENTITY, RunDirectory
 
@@ -31,20 +31,18 @@ log = logging.getLogger("gwbatch")
 
 def run_identity(campaign: Campaign, meta: StoreMeta) -> dict:
     """Everything a chunk's result depends on but the strain (module docstring).  Where the store
-    lives, where banks are cached and how the cluster runs do not change results and are left
-    out; so are the coincidence and background sections of searches that form their background
-    after the chunks (the pulse search), whose reduction simply runs again."""
+    lives and how the cluster runs do not change results and are left out, and the search says
+    what of its own section does (:meth:`gwbatch.searches.base.Search.identity`: SPIIR replaces
+    its bank's path by the bank's content); so are the coincidence and background sections of
+    searches that form their background after the chunks (the pulse search), whose reduction
+    simply runs again."""
+    search = get_search(campaign.search.kind)
     sections = {"data", "conditioning", "search", "plan"}
-    if get_search(campaign.search.kind).slides_in_chunks:  # its chunks run the time-shifted trials too
+    if search.slides_in_chunks:  # its chunks run the time-shifted trials too
         sections |= {"coincidence", "background"}
     settings = campaign.model_dump(mode="json", include=sections)
     settings["data"].pop("store", None)
-    if campaign.search.kind == "spiir":  # the bank's definition, not where it is
-        settings["search"].pop("bank_cache", None)
-        settings["search"]["bank"] = Path(campaign.search.bank).read_text()
-        bank = load_bank_config(campaign.search.bank)
-        if bank.file is not None:
-            settings["search"]["bank_file_sha256"] = file_sha256(bank.file)
+    settings["search"] = search.identity(settings["search"])
     return {"analysis_version": ANALYSIS_VERSION, "settings": settings, "store": store_identity(meta)}
 
 

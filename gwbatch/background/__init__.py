@@ -15,7 +15,11 @@ import pandas as pd
 
 from gwbatch.background.far import far_from_counts, ifar_years, n_louder, shared_louder
 from gwbatch.background.slides import coverage_time, slide_livetimes, slide_shifts
-from gwbatch.candidates.coincidence import IfoTriggers, cluster_in_time, find_coincidences
+from gwbatch.candidates.coincidence import (
+    IfoTriggers,
+    cluster_in_time,
+    find_coincidences,
+)
 from gwbatch.errors import ConfigError
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gwbatch.conditioning.mask import mask_to_segments
+
 
 def slide_shifts(n_ifos: int, n_slides: int, step: float, ring: float) -> np.ndarray:
     """Shifts (s) per slide and detector, ``(n_slides + 1, n_ifos)``; row 0 is zero lag."""
@@ -58,3 +60,14 @@ def slide_livetimes(segments: list[np.ndarray], shifts: np.ndarray, ring: float,
         moved = [shift_segments(seg, s, ring) for seg, s in zip(segments, row)]
         out[k] = coverage_time(moved, min_ifos)
     return out
+
+
+def trial_livetimes(valid_own: list[np.ndarray], n_trials: int, step: int, sample_rate: float,
+                    min_ifos: int) -> np.ndarray:
+    """Livetime (s) of zero lag and each of ``n_trials`` trials on one chunk's own samples, from each
+    detector's host validity mask there: trial ``k`` moves detector ``j`` by ``k * step * j``
+    samples, wrapped within the chunk (the searches whose chunks run their own trials)."""
+    span = valid_own[0].size
+    segments = [mask_to_segments(v) / sample_rate for v in valid_own]
+    shifts = slide_shifts(len(valid_own), n_trials, step / sample_rate, span / sample_rate)
+    return slide_livetimes(segments, shifts, span / sample_rate, min_ifos)

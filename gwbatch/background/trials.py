@@ -22,6 +22,8 @@ import pandas as pd
 from gwbatch.background import BackgroundResult
 from gwbatch.background.far import far_from_counts, ifar_years, n_louder
 from gwbatch.background.slides import slide_shifts
+from gwbatch.candidates.coincidence import cluster_in_time
+from gwbatch.gpstime import GPSTime, sample_times
 
 
 def shared_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float) -> np.ndarray:
@@ -67,3 +69,35 @@ def trial_background(zero_lag: pd.DataFrame, trials: pd.DataFrame, livetime: np.
     method = (f"time-shifted trials: {n_trials} per chunk, detector j moved by k x {step:g} s x j in trial k, "
               f"wrapped within each chunk")
     return BackgroundResult(fg, trials, shifts, np.asarray(livetime, dtype=np.float64), method)
+
+
+def gather_chunk_events(results: list, t0: GPSTime, sample_rate: float):
+    """The network events of every chunk: one table with ``gps_time`` (from ``geocent_sample``)
+    and the ``skymap`` rows renumbered into the stacked skymaps, those skymaps, and the livetime of
+    every trial summed over chunks.  Returns ``(zero_lag, trials, skymaps, livetime)``."""
+    frames, maps, offset = [], [], 0
+    for r in sorted(results, key=lambda r: r.index):
+        ev = r.tables["events"]
+        skymap = ev["skymap"].to_numpy()
+        frames.append(ev.assign(skymap=np.where(skymap >= 0, skymap + offset, -1)))
+        maps.append(r.arrays["skymaps"])
+        offset += r.arrays["skymaps"].shape[0]
+    events = pd.concat(frames, ignore_index=True)
+    events["gps_time"] = sample_times(t0, events["geocent_sample"].to_numpy(np.float64), sample_rate)
+    livetime = np.sum([r.arrays["livetime"] for r in results], axis=0)
+    skymaps = np.concatenate(maps) if maps else np.zeros((0, 12))
+    zero, trials = events[events["trial"] == 0], events[events["trial"] > 0].reset_index(drop=True)
+    return zero, trials, skymaps, livetime
+
+
+def chunk_trials_significance(results: list, *, t0: GPSTime, sample_rate: float, ifos: tuple[str, ...],
+                              reference: str, cluster_window: float, step: float, window: int):
+    """Significance of a search whose chunks run their own trials: every chunk's zero-lag events,
+    clustered across chunk edges on their ``reference`` column (store samples) within
+    ``cluster_window`` s, with FARs against every chunk's trial events (:func:`trial_background`;
+    ``step``: the trial step, s; ``window``: the exclusive FAR's pivot window, samples).  Returns
+    ``(BackgroundResult, trial events, skymaps)``."""
+    zero, trials, skymaps, livetime = gather_chunk_events(results, t0, sample_rate)
+    keep = cluster_in_time(zero[reference].to_numpy(np.float64), zero["rank"].to_numpy(), cluster_window * sample_rate)
+    zero = zero[keep].reset_index(drop=True)
+    return trial_background(zero, trials, livetime, ifos=ifos, step=step, window=window), trials, skymaps

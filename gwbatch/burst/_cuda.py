@@ -1,4 +1,18 @@
-"""CUDA sky loop over many clusters (seed 003 algorithm 1; twin of ``skyloop._skyloop``).
+"""CUDA sky loop over many clusters: ``skyloop<N>`` and ``reduce_clusters`` (seed 003 algorithm 1).
+
+What it computes (the contract of :mod:`gwbatch.burst.skyloop`).  For every cluster of a batch and
+every sky direction, the sky statistic ``AA`` of the cluster's pixels in that direction (``-1`` for
+a rejected direction), and per cluster the largest one and its direction (ties to the lowest
+index).  Inputs: the pixels' delayed amplitudes ``v`` (complex64, ``(N, P_total, 2 D + 1)``:
+detector, pixel, delay), the clusters' pixel ``offsets`` (int32, ``(C + 1,)``), the relative
+sensitivities ``s`` (float32, ``(P_total, N)``), the sky table's delay indices ``ml`` (int32) and
+antenna patterns ``fp``, ``fx`` (float32), each ``(N, n_dir)``, and the cuts (``En``, ``Es``,
+``subcut``, ``delta``).  ``skyloop`` writes ``partial`` (uint64, ``(C, warps)``, each warp's best
+key), ``reduce_clusters`` the cluster's best key ``best`` (uint64, ``(C,)``), which :func:`unpack`
+turns into the statistic (float32) and the direction (int64).  ``N = 2..MAX_DETECTORS`` detectors
+is a template parameter.
+
+CPU twin: :func:`gwbatch.burst.skyloop.skyloop_max` (numba, float64).
 
 Mapping (seed 003 §3.2): one thread per sky direction; every thread walks all the clusters of the
 launch, so a direction's delay indices and antenna patterns are read once, coalesced, and stay in
@@ -126,14 +140,24 @@ extern "C" __global__ void reduce_clusters(const unsigned long long* __restrict_
 """
 
 MAX_DETECTORS = 6
+#: The kernels every compile instantiates: one sky loop per detector count (``reduce_clusters`` is
+#: ``extern "C"``).
+NAME_EXPRESSIONS = tuple(f"skyloop<{n}>" for n in range(2, MAX_DETECTORS + 1))
+#: NVRTC options of every compile (the compile test passes them to nvcc as well).
+OPTIONS = ("-std=c++17",)
 
 
 @functools.lru_cache(maxsize=None)
 def _module():
     import cupy
 
-    names = tuple(f"skyloop<{n}>" for n in range(2, MAX_DETECTORS + 1))
-    return cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names)
+    return cupy.RawModule(code=SOURCE, options=OPTIONS, name_expressions=NAME_EXPRESSIONS)
+
+
+def compile_cases() -> list[tuple[str, str, tuple[str, ...]]]:
+    """What tests/test_cuda_compile.py compiles with nvcc, as :func:`_module` compiles it:
+    ``(label, source, name expressions)``."""
+    return [("skyloop + reduce_clusters", SOURCE, NAME_EXPRESSIONS)]
 
 
 def device_table(table) -> dict:

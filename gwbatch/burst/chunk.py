@@ -16,14 +16,14 @@
    kernel on a GPU), then the **event** at each cluster's best direction (:func:`cluster_event`).
 6. Events with ``rho >= rho_min``, ``cc >= cc_min`` whose time is in the chunk's own samples are
    kept, the loudest within the cluster window per lag; zero-lag events with ``rho`` at least the
-   skymap threshold get a skymap (:func:`gwbatch.coherent.skymap.posterior` of the likelihood
+   skymap threshold get a skymap (:func:`gwbatch.sky.skymap.posterior` of the likelihood
    ``Lo`` over the grid, ``P ~ exp(Lo / 2T)``).  Its temperature is the configured one times the
    event's ``chisq`` when above 1: the null energy per degree of freedom measures how far the data
    are from the model (waveform spread over pixels, sky grid spacing, delay steps), and the same
    misfit widens the likelihood across the sky.
 
 Livetimes are those of the chunk's own samples with every detector analysing, shifted as the data
-are (:func:`gwbatch.coherent.chunk.trial_livetimes`).
+are (:func:`gwbatch.background.slides.trial_livetimes`).
 """
 
 from __future__ import annotations
@@ -34,16 +34,29 @@ import numpy as np
 import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
-from gwbatch.burst.clusters import best_level_pixels, black_pixels, cluster_pixels, dilate, threshold
+from gwbatch.background.slides import trial_livetimes
+from gwbatch.burst.clusters import (
+    best_level_pixels,
+    black_pixels,
+    cluster_pixels,
+    dilate,
+    threshold,
+)
 from gwbatch.burst.delays import UPSAMPLE, delay_range, delayed_amplitudes, upsample
-from gwbatch.burst.skyloop import (REJECTED, ClusterBatch, SkyLoopCuts, SkyTable, cluster_statistics,
-                                   direction_statistics, sky_table)
+from gwbatch.burst.skyloop import (
+    REJECTED,
+    ClusterBatch,
+    SkyLoopCuts,
+    SkyTable,
+    cluster_statistics,
+    direction_statistics,
+    sky_table,
+)
 from gwbatch.burst.tfmap import Resolution, frame_valid, resolutions, tf_map
 from gwbatch.candidates.coincidence import cluster_in_time
-from gwbatch.coherent.chunk import trial_livetimes
-from gwbatch.coherent.network import network_geometry
-from gwbatch.coherent.sky import sky_grid
-from gwbatch.coherent.skymap import posterior
+from gwbatch.sky.grid import sky_grid
+from gwbatch.sky.network import network_geometry
+from gwbatch.sky.skymap import posterior
 
 #: Bytes of delayed amplitudes held at once (a lag's clusters go to the sky loop in batches).
 AMPLITUDE_BUDGET = {"numpy": 256 * 2**20, "cupy": 4 * 2**30}

@@ -148,7 +148,7 @@ def network_candidate_table(search: str, fg: pd.DataFrame, ifos: tuple[str, ...]
                             skymaps: np.ndarray, fields: tuple[str, ...]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Zero-lag network events (``gps_time``, ``n_ifos``, ``snr``, ``rank``, FARs, ``fields``, per
     detector ``sample_``/``snr_<ifo>``, ``skymap`` row) in the output format, and their skymaps."""
-    from gwbatch.coherent.skymap import credible_area
+    from gwbatch.sky.skymap import credible_area
 
     cols, members = _detector_columns(fg, ifos, t0, sample_rate)
     table = pd.DataFrame({

@@ -1,6 +1,21 @@
-"""CUDA maximum of the coherent SNR over the sky (seed 000 §III; twin of ``statistic._max_over_sky``).
+"""CUDA maximum of the coherent SNR² over the sky: ``coherent_max<D>`` (seed 000 §III).
 
-Mapping.  One block per 32 (candidate, trial) tasks of one pivot detector, one task per lane.  All
+What it computes (the contract of :mod:`gwbatch.coherent.statistic`).  For every candidate ``c``
+(``slot[c]``, its pivot detector and peak sample ``sample[c]``) and time-shifted trial ``k = 0..K``,
+the maximum over the sky table's directions of ``rho_c^2``, the energy of the ``D <= 4`` detectors'
+samples ``Z`` in the span of the direction's antenna patterns (SNR² units), and the direction that
+reaches it (on exact ties the first in the table's evaluation order).  Detector ``j`` is read at
+the pivot's sample plus the direction's arrival offset plus ``k step (j - pivot)``, wrapped into the
+valid window ``[lo, lo + span)``.  Inputs: ``snr`` (complex64, ``(D, S, N)``: detector, slot,
+sample), ``slot`` and ``sample`` (int64, ``(C,)``), the table's device layout (:func:`device_table`)
+and the launch layout (:func:`launch_plan`: the candidates grouped by pivot, blocks of 32 tasks).
+Outputs: ``out_rc`` (float32, ``(C, K+1)``, ``rho_c^2``) and ``out_pix`` (int32, ``(C, K+1)``, the
+direction's index in the table).  Arithmetic is float32.
+
+CPU twin: :func:`gwbatch.coherent.statistic._max_over_sky` (numba, float64; the same evaluation order).
+
+Mapping.  One block per 32 (candidate, trial) tasks of one pivot detector, ``32 WARPS`` threads:
+every warp holds the block's 32 tasks, one per lane, and the warps split the directions.  All
 trials of a candidate read the same pivot sample, and each non-pivot detector ``j`` only within a
 window of ``W_j`` samples (the spread of its arrival offset over the sky, at most twice the light
 travel time to the pivot) that starts ``k step (j - pivot)`` later for trial ``k``.  The block first
@@ -12,21 +27,21 @@ are then turned by the conjugate phase of its pivot sample: that sample becomes 
 multiply-add per direction and projection row.
 
 Sky loop. Directions come in the groups of :class:`~gwbatch.coherent.network.DirectionGroups`:
-directions that share every detector's sample offset (about 3.3 per offset pair for 12288 directions
-at 2048 Hz, 54 for 196608), at most ``GROUP_MAX`` to a group, groups of one size together. Each
-pivot's groups are one stream of records (the key, then the projections of the group's directions,
-packed: three floats a direction for three detectors; :func:`device_table`). Each warp takes a
-contiguous share of every group size and stages it in tiles in its own part of shared memory
-(coalesced loads; the next tile waits in registers while this one is evaluated; no block-wide
-barrier in the loop). Per group a lane reads its non-pivot samples once (one 8-byte shared load per
-detector at the byte offset the key gives, the same for every lane) and forms ``|Z|^2``; per
-direction it reads the projection by broadcast and forms the null or signal-space energy. A template
-instance per group size unrolls the directions of a group. A lane keeps the running maximum and the
-evaluation position of the first group that reached it; the direction inside that group is found at
-the end by evaluating the group once more. Warps are combined through shared memory (the earliest
-position on ties), and the position becomes the direction through ``order``. Against one direction
-at a time this halves the instructions per evaluation (29.5 to 15, 12.5-14 of them in the sky loop,
-at the seed configuration). Arithmetic is float32.
+directions that share every detector's sample offset, at most ``GROUP_MAX`` to a group, groups of
+one size together. Each pivot's groups are one stream of records (the key, then the projections of
+the group's directions, packed: three floats a direction for three detectors; :func:`device_table`).
+Each warp takes a contiguous share of every group size and stages it in tiles in its own part of
+shared memory (coalesced loads; the next tile waits in registers while this one is evaluated; no
+block-wide barrier in the loop). Per group a lane reads its non-pivot samples once (one 8-byte
+shared load per detector at the byte offset the key gives, the same for every lane) and forms
+``|Z|^2``; per direction it reads the projection by broadcast and forms the null or signal-space
+energy. A template instance per group size unrolls the directions of a group. A lane keeps the
+running maximum and the evaluation position of the first group that reached it; the direction inside
+that group is found at the end by evaluating the group once more. Warps are combined through shared
+memory (the earliest position on ties), and the position becomes the direction through ``order``.
+
+The compile-time constants (warps per block, resident blocks, tiles, records in flight) are a
+launch profile of :data:`PROFILES`, chosen per call by :func:`profile_for`.
 """
 
 from __future__ import annotations
@@ -394,6 +409,12 @@ def kernel_name(n_det: int) -> str:
     return f"coherent_max<{n_det}>"
 
 
+#: The kernels every compile instantiates: one per detector count.
+NAME_EXPRESSIONS = tuple(kernel_name(d) for d in INSTANTIATIONS)
+#: NVRTC options of every compile (the compile test passes them to nvcc as well).
+OPTIONS = ("-std=c++17",)
+
+
 def key_ints(n_det: int) -> int:
     """Ints of a group key: the byte offsets of the ``n_det - 1`` other detectors, padded to 1, 2 or 4."""
     return 1 if n_det <= 2 else (2 if n_det == 3 else 4)
@@ -420,8 +441,13 @@ def record_float4s(n_det: int, k: int) -> int:
 def _module(profile: str):
     import cupy
 
-    return cupy.RawModule(code=source(profile), options=("-std=c++17",),
-                          name_expressions=tuple(kernel_name(d) for d in INSTANTIATIONS))
+    return cupy.RawModule(code=source(profile), options=OPTIONS, name_expressions=NAME_EXPRESSIONS)
+
+
+def compile_cases() -> list[tuple[str, str, tuple[str, ...]]]:
+    """What tests/test_cuda_compile.py compiles with nvcc, as :func:`_module` compiles it, one case
+    per launch profile: ``(label, source, name expressions)``."""
+    return [(f"coherent_max {profile}", source(profile), NAME_EXPRESSIONS) for profile in PROFILES]
 
 
 def device_table(table) -> dict:

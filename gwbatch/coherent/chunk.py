@@ -21,7 +21,7 @@ as pivot:
    per trial, the highest-ranked event within the cluster window of the first detector's read time
    (the same instant for every pivot in a given slide) is kept.
 5. **Skymaps** for zero-lag events ranked at least the threshold
-   (:func:`gwbatch.coherent.skymap.posterior` over the whole grid).
+   (:func:`gwbatch.sky.skymap.posterior` over the whole grid).
 
 Trial livetimes come from the detectors' analysed segments on the chunk's own samples, shifted
 the same way (:func:`gwbatch.background.slides.slide_livetimes`).
@@ -35,14 +35,14 @@ import numpy as np
 import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
-from gwbatch.background.slides import slide_livetimes, slide_shifts
+from gwbatch.background.slides import trial_livetimes
 from gwbatch.candidates.coincidence import cluster_in_time
-from gwbatch.coherent.network import network_geometry
-from gwbatch.coherent.sky import sky_grid
-from gwbatch.coherent.skymap import posterior
+from gwbatch.coherent.network import coherent_sky_table
 from gwbatch.coherent.stage import coherent_events
 from gwbatch.coherent.statistic import at_directions
-from gwbatch.conditioning.mask import mask_to_segments
+from gwbatch.sky.grid import sky_grid
+from gwbatch.sky.network import network_geometry
+from gwbatch.sky.skymap import posterior
 from gwbatch.spiir.bank import FilterBank
 from gwbatch.spiir.filtering import filter_bank
 
@@ -58,7 +58,7 @@ class CoherentSettings:
     candidate_window: float  # samples: clustering of pivot triggers over templates
     sky_order: int
     skymap_threshold: float
-    temperature: float  # skymap width (gwbatch.coherent.skymap.posterior)
+    temperature: float  # skymap width (gwbatch.sky.skymap.posterior)
     ifo_snr: float  # an event needs min_ifos detectors at least this loud
     min_ifos: int
     batch: int  # most templates per pass
@@ -113,15 +113,6 @@ def aligned_snr(x, valid, bank: FilterBank, templates: np.ndarray):
     return out
 
 
-def trial_livetimes(valid_own: list[np.ndarray], n_trials: int, step: int, sample_rate: float,
-                    min_ifos: int) -> np.ndarray:
-    """Livetime (s) of zero lag and each trial on the chunk's own samples (host validity masks)."""
-    span = valid_own[0].size
-    segments = [mask_to_segments(v) / sample_rate for v in valid_own]
-    shifts = slide_shifts(len(valid_own), n_trials, step / sample_rate, span / sample_rate)
-    return slide_livetimes(segments, shifts, span / sample_rate, min_ifos)
-
-
 def _margin(net: ChunkNetwork, offsets: np.ndarray) -> int:
     """Samples beyond the chunk's own that zero-lag reads may need: arrival offsets, merger delays
     and chi-squared lags."""
@@ -139,7 +130,7 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
     grid = sky_grid(settings.sky_order)
     geometry = network_geometry(net.ifos, grid, net.gps)
     sigma = np.array([float(np.median(b.sigma)) for b in net.banks])
-    table = geometry.sky_table(fs, sigma)
+    table = coherent_sky_table(geometry, fs, sigma)
     n = int(net.x[0].shape[0])
     pad = _margin(net, table.offsets)
     lo, hi = net.own[0] - pad, net.own[1] + pad

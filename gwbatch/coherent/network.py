@@ -1,4 +1,4 @@
-"""Network geometry per sky direction: arrival delays and the coherent projection.
+"""The coherent kernels' sky table: per direction, sample offsets and the coherent projection.
 
 For detectors ``j = 1..D`` with sensitivities ``sigma_j`` (SNR of an optimally oriented source at
 unit distance, so ``sigma_j / 8`` is the horizon) and antenna patterns at polarisation angle 0, the
@@ -12,9 +12,7 @@ nothing: a polarisation rotation mixes the columns of ``A`` and leaves their spa
 
 As in gstlal-spiir, ``sigma`` is one value per detector (its horizon for the bank), not per
 template: only the ratios between detectors enter ``U``, and they change little across a bank.
-
-Geometry is evaluated at one GPS time per chunk (its midpoint); the Earth turns 0.25 degrees per
-minute, so chunks up to 30 minutes are within gstlal's refresh interval of 1800 s.
+The delays and antenna patterns come from the shared sky geometry (:mod:`gwbatch.sky.network`).
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gwbatch.coherent.sky import SkyGrid
-from gwbatch.detectors import antenna_pattern, time_delay_from_earth_center
+from gwbatch.sky.network import NetworkGeometry
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,35 +131,15 @@ def projection(fplus: np.ndarray, fcross: np.ndarray, sigma: np.ndarray) -> np.n
     return np.column_stack([a, b, m11 * inv, -m01 * inv, m00 * inv]).astype(np.float32)
 
 
-@dataclass(frozen=True, eq=False)
-class NetworkGeometry:
-    ifos: tuple[str, ...]
-    gps: float
-    delays: np.ndarray  # (P, D) float64 seconds, arrival minus geocentre
-    fplus: np.ndarray  # (P, D)
-    fcross: np.ndarray  # (P, D)
-
-    def delay_samples(self, sample_rate: float) -> np.ndarray:
-        """Delays in (fractional) samples, float32 ``(P, D)``: what the kernels read."""
-        return np.ascontiguousarray(self.delays * sample_rate, dtype=np.float32)
-
-    def sky_table(self, sample_rate: float, sigma) -> SkyTable:
-        """What the kernels read per direction, for SNR series at ``sample_rate`` and detector
-        sensitivities ``sigma`` (one per detector)."""
-        sigma = np.asarray(sigma, dtype=np.float64)
-        if sigma.shape != (len(self.ifos),) or not np.all(sigma > 0):
-            raise ValueError(f"sigma needs one positive value per detector {self.ifos}, got {sigma}")
-        d = self.delay_samples(sample_rate)
-        # floor(d_j - d_pivot + 1/2) in float32, the same rounding on every backend
-        offsets = np.stack([np.floor(d - d[:, [piv]] + np.float32(0.5)) for piv in range(d.shape[1])])
-        return SkyTable(offsets.astype(np.int32), projection(self.fplus, self.fcross, sigma),
-                        np.asarray(self.fplus, np.float32), np.asarray(self.fcross, np.float32), sigma)
-
-
-def network_geometry(ifos: tuple[str, ...], grid: SkyGrid, gps: float) -> NetworkGeometry:
-    """Delays and antenna patterns of ``ifos`` over ``grid`` at ``gps``."""
-    ra, dec = grid.ra[:, None], grid.dec[:, None]
-    delays = np.stack([time_delay_from_earth_center(ifo, grid.ra, grid.dec, gps) for ifo in ifos], axis=-1)
-    fp, fc = zip(*(antenna_pattern(ifo, ra[:, 0], dec[:, 0], 0.0, gps) for ifo in ifos))
-    return NetworkGeometry(tuple(ifos), float(gps), np.asarray(delays, dtype=np.float64),
-                           np.stack(fp, axis=-1), np.stack(fc, axis=-1))
+def coherent_sky_table(geometry: NetworkGeometry, sample_rate: float, sigma) -> SkyTable:
+    """What the coherent kernels read per direction (:class:`SkyTable`), for SNR series at
+    ``sample_rate`` and detector sensitivities ``sigma`` (one per detector), from a network's
+    geometry over a sky grid (:func:`gwbatch.sky.network.network_geometry`)."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if sigma.shape != (len(geometry.ifos),) or not np.all(sigma > 0):
+        raise ValueError(f"sigma needs one positive value per detector {geometry.ifos}, got {sigma}")
+    d = geometry.delay_samples(sample_rate)
+    # floor(d_j - d_pivot + 1/2) in float32, the same rounding on every backend
+    offsets = np.stack([np.floor(d - d[:, [piv]] + np.float32(0.5)) for piv in range(d.shape[1])])
+    return SkyTable(offsets.astype(np.int32), projection(geometry.fplus, geometry.fcross, sigma),
+                    np.asarray(geometry.fplus, np.float32), np.asarray(geometry.fcross, np.float32), sigma)

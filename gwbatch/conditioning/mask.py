@@ -71,7 +71,7 @@ def zero_runs(x: np.ndarray, min_length: int, outside: tuple[int, int] = (0, 0))
     the chunk (they can still shorten its analysed time by the whitening edge) and halos shorter
     than ``min_length`` are handled by the caller, which reads up to ``min_length`` samples
     beyond the edge and passes the zeros it finds there as ``outside``
-    (:func:`gwbatch.searches.common.conditioned_series`).  Either way a sample's mask does not
+    (:func:`gwbatch.io.span.zero_gap_mask`).  Either way a sample's mask does not
     depend on where chunks are cut.
     """
     x = np.asarray(x)

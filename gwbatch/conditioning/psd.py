@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from gwbatch._xp import array_namespace
+from gwbatch.conditioning.design import design_psd
 from gwbatch.errors import ConfigError
 
 #: Fewest segments a PSD is estimated from; fewer leaves the chunk's data unanalysed.
@@ -100,9 +101,7 @@ class PSD:
 
 
 def design(model: str, sample_rate: float = 4096.0, delta_f: float = 0.125) -> PSD:
-    """A design curve (``aLIGO``, ``AdVirgo``, ``KAGRA``; :mod:`gwbatch.simulate.psd`) as a :class:`PSD`."""
-    from gwbatch.simulate.psd import design_psd
-
+    """A design curve (``aLIGO``, ``AdVirgo``, ``KAGRA``; :mod:`gwbatch.conditioning.design`) as a :class:`PSD`."""
     f = np.arange(1, int(sample_rate / 2 / delta_f) + 1) * delta_f
     return PSD(f, design_psd(model, f), source=f"design curve {model}")
 

@@ -8,15 +8,30 @@ import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from pydantic import BaseModel, ValidationError
 
-from gwbatch.config.limits import MAX_ERROR_LINES, MAX_TEXT, MAX_YAML_DEPTH, NAME_PATTERN, RESERVED_NAMES
-from gwbatch.config.schema import SEARCH_MODELS, BankConfig, Campaign, ClusterConfig
+from gwbatch.config.limits import (
+    MAX_ERROR_LINES,
+    MAX_TEXT,
+    MAX_YAML_DEPTH,
+    NAME_PATTERN,
+    RESERVED_NAMES,
+)
+from gwbatch.config.schema import (
+    BankConfig,
+    ClusterConfig,
+    campaign_model,
+    search_sections,
+    shared_sections_model,
+)
 from gwbatch.config.text import clip, key_text, short
 from gwbatch.config.yamlfile import read_yaml, read_yaml_file
 from gwbatch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gwbatch.config.schema import Campaign
 
 
 def load_bank_config(path: str | Path, overrides: Iterable[str] = ()) -> BankConfig:
@@ -86,7 +101,10 @@ def validate_suite(raw: dict, source: str = "campaign") -> Suite:
         raise ConfigError(f"{source}: searches must map member names to their sections, e.g. "
                           f"searches: {{burst: {{search: {{kind: burst}}}}}}; got {short(searches)}")
     shared = {k: v for k, v in raw.items() if k != "searches"}
-    top = validate_campaign({**shared, "search": {"kind": "pulse"}}, source)  # the shared sections alone
+    try:
+        top = shared_sections_model().model_validate(shared)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source)) from None
     members = {}
     for member, sections in searches.items():
         check_member_name(member, source)
@@ -133,7 +151,7 @@ def _read_campaign_yaml(path: str | Path, overrides: Iterable[str]) -> dict:
 
 def validate_campaign(raw: dict, source: str = "campaign") -> Campaign:
     try:
-        return Campaign.model_validate(raw)
+        return campaign_model().model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, source)) from None
 
@@ -165,16 +183,16 @@ def apply_override(raw: dict, item: str) -> None:
 
 
 def _is_search_tag(loc: tuple, i: int) -> bool:
-    return i > 0 and loc[i - 1] == "search" and loc[i] in SEARCH_MODELS
+    return i > 0 and loc[i - 1] == "search" and loc[i] in search_sections()
 
 
 def _model_at(loc: tuple, root: type[BaseModel] | None = None) -> type[BaseModel] | None:
     """The model class that owns the last element of a validation-error location (with its search
     kind tag, if any)."""
-    model: Any = root or Campaign
+    model: Any = root or campaign_model()
     for i, part in enumerate(loc[:-1]):
         if _is_search_tag(loc, i):
-            model = SEARCH_MODELS[part]
+            model = search_sections()[part]
             continue
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
             return None
@@ -207,7 +225,7 @@ def format_validation_error(exc: ValidationError, source: str, root: type[BaseMo
             lines.append(f"  {key}: required key is missing")
         elif kind in ("union_tag_invalid", "union_tag_not_found"):  # search.kind
             ctx = err.get("ctx") or {}
-            allowed = ", ".join(repr(k) for k in SEARCH_MODELS)
+            allowed = ", ".join(repr(k) for k in search_sections())
             got = "required key is missing" if kind == "union_tag_not_found" else f"{short(ctx.get('tag'))} is not known"
             lines.append(f"  {key}.kind: {got} (allowed: {allowed})")
         else:

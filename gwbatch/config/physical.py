@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from gwbatch.config.limits import MAX_SAMPLES, MIN_FILTER_SAMPLES
-from gwbatch.config.schema import BurstSearchConfig, Campaign
 from gwbatch.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from gwbatch.config.schema import Campaign
 
 
 def physical_bounds(campaign: Campaign, sample_rate: float) -> None:
     """Refuse settings that the data's sample rate makes meaningless, naming the key, its value and
     the allowed range: whitening band edges at or above Nyquist, a whitening filter shorter than
-    :data:`MIN_FILTER_SAMPLES` samples, a burst band or pixel bandwidth the rate cannot give, a
-    chunk shorter than a sample, and spans whose sample counts overflow int64."""
+    :data:`MIN_FILTER_SAMPLES` samples, a chunk shorter than a sample, and spans whose sample
+    counts overflow int64.  A search's own rules of this kind are its settings' (built with the
+    sample rate: :meth:`gwbatch.searches.base.Search.settings`)."""
     fs = float(sample_rate)
     if not (math.isfinite(fs) and fs > 0):
         raise DataError(f"the store's sample rate ({sample_rate!r} Hz) is not a positive number")
@@ -38,20 +42,3 @@ def physical_bounds(campaign: Campaign, sample_rate: float) -> None:
         if seconds is not None and seconds * fs > MAX_SAMPLES:
             raise ConfigError(f"{key} ({seconds:g} s) is {seconds * fs:.3g} samples at {fs:g} Hz, more than a sample "
                               f"index holds (2**62); at most {MAX_SAMPLES / fs:.6g} s")
-    if campaign.search.kind == "burst":
-        _burst_bounds(campaign.search, fs)
-
-
-def _burst_bounds(search: BurstSearchConfig, fs: float) -> None:
-    """The burst band at most Nyquist; each pixel bandwidth a power-of-two window of at least 8
-    samples with a pixel inside the band (the burst code's own rule, :func:`gwbatch.burst.tfmap.resolutions`)."""
-    from gwbatch.burst.tfmap import resolutions
-
-    if search.f_high > fs / 2.0:
-        raise ConfigError(f"search.f_high ({search.f_high:g} Hz) must be at most the Nyquist frequency of the store "
-                          f"({fs / 2.0:g} Hz)")
-    try:
-        resolutions(fs, search.resolutions, search.f_low, search.f_high)
-    except ValueError as exc:
-        raise ConfigError(f"search.resolutions: {exc}") from None
-

@@ -3,15 +3,24 @@ reads nothing else)."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Discriminator,
+    Field,
+    Tag,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
-from gwbatch.coherent.skymap import TEMPERATURE
+from gwbatch.conditioning import ConditioningSettings
 from gwbatch.config.limits import (
     MAX_FREQUENCY,
     MAX_GPS,
@@ -98,46 +107,13 @@ class ConditioningConfig(StrictModel):
             raise ValueError("baseline removal is for un-whitened series; whitening already removes it")
         return self
 
-
-#: Most boxcar rounds and widths per round of the pulse search.
-MAX_ROUNDS, MAX_WIDTHS_PER_ROUND = 16, 1024
-
-
-class PulseSearchConfig(StrictModel):
-    """Single-pulse boxcar search (Adámek & Armour; ALGORITHMS.md §5)."""
-
-    kind: Literal["pulse"] = "pulse"
-    series: Literal["energy", "amplitude"] = Field(
-        "energy",
-        description="energy: boxcars over whitened power (any transient shape); amplitude: over the series itself",
-    )
-    threshold: Snr = Field(6.0, description="per-series SNR threshold (σ)")
-    decimation: list[Annotated[int, Field(ge=1, le=MAX_WIDTHS_PER_ROUND)]] = Field(
-        [32, 16, 16, 16], max_length=MAX_ROUNDS,
-        description="boxcar widths per round: round 0 at full rate, then each round decimates by 2 "
-                    f"(at most {MAX_ROUNDS} rounds of at most {MAX_WIDTHS_PER_ROUND} widths)",
-    )
-    sigma: Literal["white", "linear"] = Field(
-        "white", description="σ_N model: white = sqrt(N)·σ (eq. 4); linear = eq. 5 blend with a measured σ_Nmax"
-    )
-    clip: Snr | None = Field(
-        5.0, description="reject samples beyond this many σ when estimating μ, σ (loud pulses must not raise σ); null: off"
-    )
-    clip_iterations: int = Field(3, ge=1, le=100, description="outlier-rejection iterations when clip is set")
-    merge_gap: int = Field(0, ge=0, le=2**20, description="samples allowed between boxcars merged friends-of-friends")
-
-    @field_validator("decimation")
-    @classmethod
-    def _plan(cls, v):
-        if not v:
-            raise ValueError("needs at least one round, e.g. [32, 16, 16]")
-        from gwbatch.pulse.plan import boxcar_plan  # the plan's own checks, one place
-
-        try:
-            boxcar_plan(v)
-        except ValueError as exc:
-            raise ValueError(str(exc)) from None
-        return v
+    def settings(self) -> ConditioningSettings:
+        """The section as the frozen settings the conditioning code takes."""
+        return ConditioningSettings(
+            whiten=self.whiten, psd_method=self.psd.method, psd_segment=self.psd.segment,
+            filter_duration=self.filter_duration, f_low=self.f_low, f_high=self.f_high,
+            gate_threshold=self.gating.threshold, gate_half_width=self.gating.half_width,
+            gate_taper=self.gating.taper, baseline=self.baseline)
 
 
 Range = Annotated[list[float], Field(min_length=2, max_length=2)]
@@ -207,97 +183,6 @@ class BankConfig(StrictModel):
                     f"{key}: grid placement covers the mass plane at fixed aligned spins; give [x, x] (got {r}) "
                     "or use placement method 'stochastic'"
                 )
-        return self
-
-
-class CoherentConfig(StrictModel):
-    """The coherent stage of the SPIIR search (ALGORITHMS.md §3): sky grid and skymaps.  Its
-    time-shifted trials are ``background.slides`` shifts of ``background.slide_step`` per chunk."""
-
-    sky_order: int = Field(5, ge=0, le=8, description="HEALPix order of the sky grid (5: 12288 directions, 7: 196608)")
-    ifo_snr: Snr = Field(
-        4.0, description="an event needs coincidence.min_ifos detectors with SNR at least this (the pivot is one), "
-                         "so a glitch in one detector is never a network event")
-    skymap_threshold: Snr = Field(
-        8.0, description="zero-lag candidates ranked at least this get a skymap (FITS) and a 90% area")
-    skymap_temperature: float = Field(
-        TEMPERATURE, gt=0, le=1e6,
-        description="width of the skymaps, P ~ exp(rho_c^2 / 2T), calibrated by a P-P test on injections "
-                    "(benchmarks/coherent_campaigns.py reports the test for a range of T)")
-
-
-class SpiirSearchConfig(StrictModel):
-    """SPIIR compact-binary search (ALGORITHMS.md §2): a template bank as IIR filters on whitened data."""
-
-    kind: Literal["spiir"] = "spiir"
-    bank: Path = Field(description="bank YAML file (see configs/banks/)")
-    placement_psd: Literal["aLIGO", "AdVirgo", "KAGRA"] = Field(
-        "aLIGO", description="design curve the templates are placed with (the same templates for every detector)"
-    )
-    psd: str = Field("data", description="PSD the filters are built for: 'data' (each detector's own) or a design curve")
-    psd_seconds: float = Field(512.0, gt=0, le=4096,
-                               description="with psd: data, seconds from the span start used (at most 4096)")
-    threshold: Snr = Field(5.5, description="single-detector |z| threshold")
-    cluster_window: float = Field(0.1, gt=0, le=3600, description="keep the loudest trigger within this many seconds")
-    batch: int = Field(256, ge=1, le=65536, description="templates filtered per pass")
-    bank_cache: Path | None = Field(
-        None, description="directory of placed templates and built banks, by configuration, templates and PSD (a "
-                          "bank serves PSDs within 1e-6 of its own); default <output>/banks. Campaigns that name "
-                          "the same directory share them")
-    coherent: CoherentConfig = CoherentConfig()
-
-    @field_validator("psd")
-    @classmethod
-    def _psd(cls, v):
-        if v not in ("data", "aLIGO", "AdVirgo", "KAGRA"):
-            raise ValueError(f"must be 'data' or a design curve (aLIGO, AdVirgo, KAGRA), got {short(v)}")
-        return v
-
-
-class BurstSearchConfig(StrictModel):
-    """Unmodelled burst search, cWB style (ALGORITHMS.md §4): time-frequency pixels of whitened
-    data, clusters, a coherent sky loop over HEALPix, events ranked by rho.  Its lags are
-    ``background.slides`` shifts of ``background.slide_step`` per chunk."""
-
-    kind: Literal["burst"] = "burst"
-    f_low: Hertz = Field(32.0, description="lowest pixel frequency (Hz)")
-    f_high: Hertz = Field(1024.0, description="highest pixel frequency (Hz; at most Nyquist)")
-    resolutions: list[Hertz] = Field(
-        [64.0, 32.0, 16.0, 8.0], max_length=16,
-        description="pixel bandwidths (Hz), one per resolution; sample_rate / bandwidth must "
-                    "be a power of two of at least 8 samples (pixel duration is 1 / (2 bandwidth))")
-    black_pixel_probability: float = Field(
-        0.001, gt=0, lt=0.5, description="fraction of a chunk's pixels selected per resolution (cWB bpp)")
-    pixel_threshold: float | None = Field(
-        None, gt=0, le=1e6, description="network energy a pixel needs to enter the sky statistic at a direction; null: "
-                                        "the 90% noise quantile (chi-squared, 2 x detectors degrees of freedom)")
-    subnet_threshold: float | None = Field(
-        None, gt=0, le=1e6,
-        description="subnetwork energy a pixel needs to count as seen by two detectors or more; null: the 90% "
-                    "noise quantile of chi-squared with 2 x (detectors - 1) degrees of freedom")
-    subcut: float = Field(0.33, ge=-1, lt=1, description="early rejection of sky directions, (aa - m) / (aa + m) "
-                                                         "below this (seed 003: 0.33)")
-    regulator: float | None = Field(
-        None, ge=0, le=1e6,
-        description="polarisation regulator delta: 0 lets both polarisations free, large keeps only the dominant "
-                    "one; null: 0.1 with three detectors or more, 1000 with two (two nearly aligned detectors "
-                    "span the whole signal plane, so only the constraint leaves a null stream)")
-    rho_min: Snr = Field(5.0, description="events below this rho are not kept")
-    cc_min: float = Field(0.5, ge=-1, le=1, description="events below this network correlation are not kept")
-    sky_order: int = Field(6, ge=0, le=8, description="HEALPix order of the sky grid (6: 49152 directions, 7: 196608)")
-    skymap_threshold: Snr = Field(8.0, description="zero-lag events with rho at least this get a skymap")
-    skymap_temperature: float = Field(
-        1.0, gt=0, le=1e6, description="width of the skymaps, P ~ exp(Lo / 2T) with Lo the sky loop's likelihood")
-
-    @model_validator(mode="after")
-    def _band(self):
-        if self.f_high <= self.f_low:
-            raise ValueError(f"f_high ({self.f_high}) must be above f_low ({self.f_low})")
-        if not self.resolutions:
-            raise ValueError("resolutions needs at least one pixel bandwidth, e.g. [64, 32, 16, 8]")
-        ratios = sorted(self.resolutions, reverse=True)
-        if any(a != 2 * b for a, b in zip(ratios, ratios[1:])):
-            raise ValueError(f"resolutions must halve from one to the next (e.g. [64, 32, 16, 8]), got {self.resolutions}")
         return self
 
 
@@ -531,6 +416,15 @@ class OutputConfig(StrictModel):
     dir: Path | None = Field(None, description="output directory; default runs/<name>")
 
 
+def search_sections() -> dict[str, type[BaseModel]]:
+    """The search sections by ``search.kind``: each registered search's own
+    (:data:`gwbatch.searches.Search.section`).  The one arrow from the config up to the searches,
+    taken when the campaign model is first built, so that a new search needs no change here."""
+    from gwbatch.searches import search_sections as registered
+
+    return registered()
+
+
 def _search_kind(value: Any) -> str | None:
     """The ``kind`` of a search section (a mapping or a built section): the tag of the search union.
     A callable discriminator, because pydantic refuses a field discriminator with a before-validator."""
@@ -538,34 +432,57 @@ def _search_kind(value: Any) -> str | None:
     return kind if kind is None or isinstance(kind, str) else short(kind, 60)
 
 
-class Campaign(StrictModel):
-    """A whole campaign: data, conditioning, search, coincidence, background, execution."""
+@functools.cache
+def campaign_model() -> type[BaseModel]:
+    """The :class:`Campaign` model, its ``search`` a union of the registered searches' sections
+    (pydantic puts the kind in an error's location after "search")."""
+    sections = search_sections()
+    search_union = Annotated[typing.Union[tuple(Annotated[m, Tag(k)] for k, m in sections.items())],
+                             Discriminator(_search_kind)]
 
-    name: Name
-    description: str = ""
-    data: DataConfig
-    conditioning: ConditioningConfig = ConditioningConfig()
-    search: Annotated[typing.Union[Annotated[PulseSearchConfig, Tag("pulse")], Annotated[SpiirSearchConfig, Tag("spiir")],
-                                   Annotated[BurstSearchConfig, Tag("burst")]], Discriminator(_search_kind)]
-    coincidence: CoincidenceConfig = CoincidenceConfig()
-    background: BackgroundConfig = BackgroundConfig()
-    plan: PlanConfig = PlanConfig()
-    cluster: ClusterConfig = ClusterConfig()
-    backend: Literal["auto", "numpy", "cupy"] = "auto"
-    output: OutputConfig = OutputConfig()
+    class Campaign(StrictModel):
+        """A whole campaign: data, conditioning, search, coincidence, background, execution."""
 
-    @model_validator(mode="after")
-    def _spiir_needs_whitening(self):
-        if self.search.kind in ("spiir", "burst") and not self.conditioning.whiten:
-            raise ValueError(f"search kind {self.search.kind!r} needs whitened strain: set conditioning.whiten: true")
-        return self
+        name: Name
+        description: str = ""
+        data: DataConfig
+        conditioning: ConditioningConfig = ConditioningConfig()
+        search: search_union
+        coincidence: CoincidenceConfig = CoincidenceConfig()
+        background: BackgroundConfig = BackgroundConfig()
+        plan: PlanConfig = PlanConfig()
+        cluster: ClusterConfig = ClusterConfig()
+        backend: Literal["auto", "numpy", "cupy"] = "auto"
+        output: OutputConfig = OutputConfig()
 
-    @property
-    def output_dir(self) -> Path:
-        return self.output.dir if self.output.dir is not None else Path("runs") / self.name
+        @model_validator(mode="after")
+        def _whitened_where_needed(self):
+            if self.search.needs_whitening and not self.conditioning.whiten:
+                raise ValueError(f"search kind {self.search.kind!r} needs whitened strain: set conditioning.whiten: "
+                                 "true")
+            return self
+
+        @property
+        def output_dir(self) -> Path:
+            return self.output.dir if self.output.dir is not None else Path("runs") / self.name
+
+    Campaign.__module__ = __name__
+    Campaign.__qualname__ = "Campaign"
+    return Campaign
 
 
-#: The search sections by ``search.kind``; pydantic puts the kind in an error's location after "search".
-SEARCH_MODELS: dict[str, type[BaseModel]] = {"pulse": PulseSearchConfig, "spiir": SpiirSearchConfig,
-                                             "burst": BurstSearchConfig}
+@functools.cache
+def shared_sections_model() -> type[BaseModel]:
+    """The campaign's sections but ``search``: what the members of a multi-search campaign share."""
+    campaign = campaign_model()
+    fields = {name: (field.annotation, field) for name, field in campaign.model_fields.items() if name != "search"}
+    shared = create_model("SharedSections", __base__=StrictModel, __module__=__name__, **fields)
+    shared.output_dir = campaign.output_dir
+    return shared
 
+
+def __getattr__(name: str) -> Any:
+    """``Campaign`` is built on first use (:func:`campaign_model`)."""
+    if name == "Campaign":
+        return campaign_model()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

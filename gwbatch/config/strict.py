@@ -14,7 +14,14 @@ from typing import Annotated, Any
 import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from gwbatch.config.limits import MAX_FREQUENCY, MAX_PATH, MAX_PATH_COMPONENT, MAX_SECONDS, MAX_SNR, MAX_TEXT
+from gwbatch.config.limits import (
+    MAX_FREQUENCY,
+    MAX_PATH,
+    MAX_PATH_COMPONENT,
+    MAX_SECONDS,
+    MAX_SNR,
+    MAX_TEXT,
+)
 from gwbatch.config.text import short
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from gwbatch.errors import DataError
 from gwbatch.conditioning.psd import PSD
+from gwbatch.errors import DataError
 from gwbatch.spiir.bank import FilterBank
 from gwbatch.waveforms import Template
 

@@ -25,7 +25,13 @@ import numpy as np
 
 from gwbatch.errors import DataError, OutputError
 from gwbatch.gpstime import GPSTime, check_gps_range
-from gwbatch.io.store import MAX_SAMPLE_RATE, MAX_STORE_SECONDS, MIN_SAMPLE_RATE, StoreWriter, file_sha256
+from gwbatch.io.store import (
+    MAX_SAMPLE_RATE,
+    MAX_STORE_SECONDS,
+    MIN_SAMPLE_RATE,
+    StoreWriter,
+    file_sha256,
+)
 
 _STRAIN = "strain/Strain"
 _DQMASK = "quality/simple/DQmask"

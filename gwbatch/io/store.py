@@ -78,8 +78,41 @@ _OWNER = ".gwbatch-writer.json"
 _LEGACY_PARTIAL_AGE = 60.0
 
 
+class _Grid:
+    """Sample and chunk arithmetic of a store's strain (``n_samples`` in chunks of ``chunk_samples``)."""
+
+    ifos: tuple[str, ...]
+    sample_rate: float
+    n_samples: int
+    chunk_samples: int
+
+    @property
+    def duration(self) -> float:
+        return self.n_samples / self.sample_rate
+
+    @property
+    def n_chunks(self) -> int:
+        """Strain chunks per detector: ``ceil(n_samples / chunk_samples)``."""
+        return -(-self.n_samples // self.chunk_samples)
+
+    def rows(self, ifos: Iterable[str]) -> list[int]:
+        """The store rows of ``ifos``, in that order; unknown names are a :class:`DataError`."""
+        ifos = list(ifos)
+        missing = [ifo for ifo in ifos if ifo not in self.ifos]
+        if missing:
+            raise DataError(f"detector(s) {', '.join(missing)} not in the store; it has {', '.join(self.ifos)}")
+        return [self.ifos.index(ifo) for ifo in ifos]
+
+    def chunk_range(self, start: int, stop: int) -> range:
+        """Indices of the strain chunks holding any of the samples ``[start, stop)`` (clipped to the store)."""
+        lo, hi = max(int(start), 0), min(int(stop), self.n_samples)
+        if hi <= lo:
+            return range(0)
+        return range(lo // self.chunk_samples, (hi - 1) // self.chunk_samples + 1)
+
+
 @dataclass(frozen=True)
-class StoreMeta:
+class StoreMeta(_Grid):
     """What a store holds, read from its attributes and small arrays (no strain is loaded).
 
     ``checksums`` is the ``(ifo, store_chunk)`` uint64 table of strain chunk digests (0: never
@@ -98,36 +131,24 @@ class StoreMeta:
     checksums: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
-    def duration(self) -> float:
-        return self.n_samples / self.sample_rate
-
-    @property
     def end(self) -> float:
         return float(self.t0) + self.duration
-
-    @property
-    def n_chunks(self) -> int:
-        """Strain chunks per detector: ``ceil(n_samples / chunk_samples)``."""
-        return -(-self.n_samples // self.chunk_samples)
 
     def times(self, index) -> np.ndarray:
         """Float64 GPS times of sample indices."""
         return sample_times(self.t0, index, self.sample_rate)
 
-    def rows(self, ifos: Iterable[str]) -> list[int]:
-        """The store rows of ``ifos``, in that order; unknown names are a :class:`DataError`."""
-        ifos = list(ifos)
-        missing = [ifo for ifo in ifos if ifo not in self.ifos]
-        if missing:
-            raise DataError(f"detector(s) {', '.join(missing)} not in the store; it has {', '.join(self.ifos)}")
-        return [self.ifos.index(ifo) for ifo in ifos]
+    def checksum(self, row: int, index: int) -> int:
+        """The checksum of strain chunk ``index`` of row ``row`` (0: never written)."""
+        return int(self.checksums[row, index])
 
-    def chunk_range(self, start: int, stop: int) -> range:
-        """Indices of the strain chunks holding any of the samples ``[start, stop)`` (clipped to the store)."""
-        lo, hi = max(int(start), 0), min(int(stop), self.n_samples)
-        if hi <= lo:
-            return range(0)
-        return range(lo // self.chunk_samples, (hi - 1) // self.chunk_samples + 1)
+    def slice(self, start: int, stop: int) -> "StoreSlice":
+        """What a task that reads samples ``[start, stop)`` needs of the store: the grid and the
+        checksums of the strain chunks under those samples, nothing else."""
+        chunks = self.chunk_range(start, stop)
+        first = chunks.start if len(chunks) else 0
+        return StoreSlice(self.path, self.ifos, self.sample_rate, str(self.t0), self.n_samples, self.chunk_samples,
+                          first, np.ascontiguousarray(self.checksums[:, first:first + len(chunks)]))
 
     def dq_mask(self, names: Iterable[str]) -> int:
         """Bit mask for DQ flag names; unknown names are refused with the allowed list."""
@@ -139,6 +160,28 @@ class StoreMeta:
                 )
             mask |= 1 << self.dq_bits.index(name)
         return mask
+
+
+@dataclass(frozen=True)
+class StoreSlice(_Grid):
+    """The part of a store a chunk task reads (:meth:`StoreMeta.slice`): the strain's grid and the
+    checksums of strain chunks ``[first, first + k)`` of every detector, ``(n_ifo, k)``."""
+
+    path: Path
+    ifos: tuple[str, ...]
+    sample_rate: float
+    t0: str
+    n_samples: int
+    chunk_samples: int
+    first: int
+    checksums: np.ndarray = field(compare=False, repr=False)
+
+    def checksum(self, row: int, index: int) -> int:
+        k = index - self.first
+        if not 0 <= k < self.checksums.shape[1]:
+            raise DataError(f"store {self.path}: strain chunk {index} is outside the chunks this task was given "
+                            f"({self.first}..{self.first + self.checksums.shape[1] - 1})")
+        return int(self.checksums[row, k])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -709,8 +752,8 @@ def open_store(path: str | os.PathLike) -> xr.Dataset:
     return ds
 
 
-def _as_meta(store) -> StoreMeta:
-    if isinstance(store, StoreMeta) and store.checksums is not None:
+def _as_meta(store) -> "StoreMeta | StoreSlice":
+    if isinstance(store, StoreSlice) or (isinstance(store, StoreMeta) and store.checksums is not None):
         return store
     if isinstance(store, StoreMeta):
         return read_meta(store.path)
@@ -732,7 +775,7 @@ def _chunk_error(meta: StoreMeta, row: int, index: int, problem: str) -> DataErr
 def _verified_bytes(meta: StoreMeta, row: int, index: int) -> bytes | None:
     """The bytes of strain chunk file ``(row, index)`` once checked against ``meta.checksums``;
     None for a chunk never written (no file, checksum 0)."""
-    expected = int(meta.checksums[row, index])
+    expected = meta.checksum(row, index)
     try:
         data = _chunk_file(meta.path, row, index).read_bytes()
     except FileNotFoundError:
@@ -777,12 +820,13 @@ def verify_store_chunks(meta: StoreMeta, chunks: dict[str, Iterable[int]]) -> No
             _verified_bytes(meta, row, int(index))
 
 
-def read_strain(store: StoreMeta | xr.Dataset | str | os.PathLike, ifos: Iterable[str], start: int,
+def read_strain(store: StoreMeta | StoreSlice | xr.Dataset | str | os.PathLike, ifos: Iterable[str], start: int,
                 stop: int) -> np.ndarray:
     """Strain of ``ifos`` for samples ``[start, stop)`` as float32 ``(ifo, time)``.
 
-    ``store`` is a :class:`StoreMeta` from :func:`read_meta` (no metadata read again), a path, or a
-    Dataset from :func:`open_store`.  Every chunk touched is verified (:func:`read_chunk`);
+    ``store`` is a :class:`StoreMeta` from :func:`read_meta` or a task's :class:`StoreSlice` (no
+    metadata read again), a path, or a Dataset from :func:`open_store`.  Every chunk touched is
+    verified (:func:`read_chunk`);
     samples outside the store and chunks never written read as NaN (no data), so callers mask
     them like any gap.
     """
@@ -809,11 +853,11 @@ def ifo_rows(ds: xr.Dataset, ifos: Iterable[str]) -> list[int]:
     return [names.index(ifo) for ifo in ifos]
 
 
-def read_dq(store: StoreMeta | xr.Dataset | str | os.PathLike, ifos: Iterable[str]) -> np.ndarray:
+def read_dq(store: StoreMeta | StoreSlice | xr.Dataset | str | os.PathLike, ifos: Iterable[str]) -> np.ndarray:
     """The whole DQ bit mask ``(ifo, second)`` uint8 (a day is 86400 bytes per detector)."""
     if isinstance(store, xr.Dataset):
         return store["dq"].isel(ifo=ifo_rows(store, ifos)).values
-    meta = store if isinstance(store, StoreMeta) else read_meta(store)
+    meta = store if isinstance(store, (StoreMeta, StoreSlice)) else read_meta(store)
     rows = meta.rows(ifos)
     dq = _array(meta.path, _open_group(meta.path), "dq", "re-ingest the store")
     return np.stack([_values(meta.path, dq, "dq", (row, slice(None))).astype(np.uint8) for row in rows]) if rows \

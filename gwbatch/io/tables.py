@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gwbatch.searches import ChunkResult, ChunkSpec
+from gwbatch.tasks import ChunkResult, ChunkSpec
 
 
 def _atomic(path: Path, write) -> Path:

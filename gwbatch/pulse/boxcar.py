@@ -83,11 +83,11 @@ def run_rounds(series, valid, rounds, round_consts, threshold: float, energy: bo
     its input series, which it may measure; with ``measures_series=False`` it does not, and may be
     given ``None`` instead (the GPU then runs several rounds per launch without writing their
     series).  On the GPU every launch is queued without waiting and the results are read back with
-    one synchronisation (:func:`gwbatch.pulse._cuda.run_rounds`); the NumPy twin runs the rounds in
+    one synchronisation (:func:`gwbatch.pulse._cuda_workspace.run_rounds`); the NumPy twin runs the rounds in
     turn.
     """
     if array_namespace(series) is not np:
-        from gwbatch.pulse._cuda import run_rounds as run_rounds_cuda
+        from gwbatch.pulse._cuda_workspace import run_rounds as run_rounds_cuda
 
         return run_rounds_cuda(series, valid, rounds, round_consts, threshold, energy, n, measures_series)
     out = []

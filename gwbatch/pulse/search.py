@@ -23,11 +23,24 @@ import numpy as np
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.candidates.fof import friends_of_friends
-from gwbatch.config import PulseSearchConfig
 from gwbatch.pulse.boxcar import run_rounds
 from gwbatch.pulse.plan import boxcar_plan
 from gwbatch.pulse.series import boxcar_sum, detection_series, round_constants, sigma_n
 from gwbatch.pulse.stats import robust_moments
+
+
+@dataclass(frozen=True)
+class PulseSettings:
+    """The boxcar search of one series (the campaign's ``search`` section of ``kind: pulse``, frozen:
+    :meth:`gwbatch.searches.pulse.PulseSearchConfig.settings`)."""
+
+    series: str  # "energy" (boxcars over whitened x^2) or "amplitude" (over the series itself)
+    threshold: float  # detection SNR (sigma)
+    decimation: tuple[int, ...]  # boxcar widths per round; each round after the first decimates by 2
+    sigma: str  # sigma_N model: "white" (eq. 4) or "linear" (eq. 5)
+    clip: float | None  # outlier rejection (sigma) of the mean and sigma estimates; None: off
+    clip_iterations: int
+    merge_gap: int  # samples allowed between boxcars merged friends-of-friends
 
 
 @dataclass(frozen=True)
@@ -82,7 +95,7 @@ def excess_centroid(kind: str, data, valid, mean: float, start: np.ndarray, widt
     return centre
 
 
-def series_moments(cfg: PulseSearchConfig, data, y, valid) -> tuple[float, float, int]:
+def series_moments(cfg: PulseSettings, data, y, valid) -> tuple[float, float, int]:
     """Mean and σ of the detection series, robust to the transients being searched for.
 
     Amplitude series: Chan moments of the series, outlier-clipped.  Energy series: the clipped
@@ -97,7 +110,7 @@ def series_moments(cfg: PulseSearchConfig, data, y, valid) -> tuple[float, float
     return robust_moments(y, valid, cfg.clip, cfg.clip_iterations)
 
 
-def raw_triggers(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | None = None):
+def raw_triggers(data, valid, cfg: PulseSettings, snr2_per_energy: float | None = None):
     """Above-threshold boxcars of every round, before merging: host ``(start, width, snr, rho)`` and (μ, σ)."""
     xp = array_namespace(data, valid)
     plan = boxcar_plan(cfg.decimation)
@@ -157,7 +170,7 @@ def raw_triggers(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | N
     return (*(np.concatenate(v) for v in out), mean, std)
 
 
-def search_series(data, valid, cfg: PulseSearchConfig, snr2_per_energy: float | None = None) -> SeriesTriggers:
+def search_series(data, valid, cfg: PulseSettings, snr2_per_energy: float | None = None) -> SeriesTriggers:
     """Triggers of one conditioned series, merged friends-of-friends (one per pulse)."""
     start, width, snr, rho, mean, std = raw_triggers(data, valid, cfg, snr2_per_energy)
     if start.size == 0:

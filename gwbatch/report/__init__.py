@@ -1,4 +1,10 @@
-"""Campaign report: one self-contained ``report.html`` (see :mod:`gwbatch.report.html`)."""
+"""Campaign report: one self-contained ``report.html`` (the page: :mod:`gwbatch.report.html`).
+
+- :mod:`.html`: the page (its order, CSS, the atomic write).
+- :mod:`.summary`, :mod:`.tables`: the key/value and tabular sections, read from the manifest and tables.
+- :mod:`.figures`: the figures, one module per family.
+- :mod:`.markup`, :mod:`.format`, :mod:`.inputs`: HTML fragments, value formatting, tolerant input reads.
+"""
 
 from __future__ import annotations
 

@@ -6,28 +6,32 @@ for zero lag and ``background.slides`` lags of ``background.slide_step`` (detect
 ``k * step * j`` in lag ``k``, wrapped within the chunk).  The search has no single-detector
 triggers: its events are network clusters, so the trigger table stays empty.
 :meth:`BurstSearch.significance` clusters the zero-lag events across chunk edges and gives each
-its FAR against all lag events (:mod:`gwbatch.background.trials`); ``rank`` is ``rho``.
+its FAR against all lag events (:func:`gwbatch.background.trials.chunk_trials_significance`);
+``rank`` is ``rho``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
 import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
 from scipy.stats import chi2
 
-from gwbatch.background.trials import trial_background
+from gwbatch.background.trials import chunk_trials_significance
 from gwbatch.burst.chunk import BurstNetwork, BurstSettings, burst_chunk, window_pad
 from gwbatch.burst.skyloop import SkyLoopCuts
 from gwbatch.burst.tfmap import burst_input, resolutions, tf_map
-from gwbatch.candidates.coincidence import IfoTriggers, cluster_in_time
 from gwbatch.candidates.tables import burst_background_table, burst_candidate_table
-from gwbatch.conditioning import filter_half_length
-from gwbatch.config import Campaign
+from gwbatch.conditioning import ConditioningSettings, filter_half_length
+from gwbatch.config.strict import Hertz, Snr, StrictModel
 from gwbatch.errors import ConfigError
 from gwbatch.gpstime import GPSTime, sample_times
-from gwbatch.io.store import read_meta
-from gwbatch.searches import ChunkResult, ChunkSpec, Significance
-from gwbatch.searches.common import gather_chunk_events, run_chunk
+from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
+from gwbatch.searches.common import ChunkRun
+from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
 
 TRIGGER_COLUMNS = {"ifo": "str", "sample": "int64", "snr": "float64", "chunk": "int64"}
 #: Largest arrival delay after the geocentre (s): the Earth's radius over c, rounded up.
@@ -45,13 +49,12 @@ REGULATOR = {2: 1000.0, "more": 0.1}
 BURST_FIXED_BYTES = 2**30
 
 
-def pixel_levels(campaign: Campaign, sample_rate: float):
+def pixel_levels(bandwidths, f_low: float, f_high: float, sample_rate: float):
     """The search's resolutions, or a ConfigError naming the setting."""
-    cfg = campaign.search
-    if cfg.f_high > sample_rate / 2:
-        raise ConfigError(f"search.f_high ({cfg.f_high:g} Hz) is above the Nyquist frequency {sample_rate / 2:g} Hz")
+    if f_high > sample_rate / 2:
+        raise ConfigError(f"search.f_high ({f_high:g} Hz) is above the Nyquist frequency {sample_rate / 2:g} Hz")
     try:
-        return resolutions(sample_rate, cfg.resolutions, cfg.f_low, cfg.f_high)
+        return resolutions(sample_rate, list(bandwidths), f_low, f_high)
     except ValueError as exc:
         raise ConfigError(f"search.resolutions: {exc}") from None
 
@@ -60,50 +63,196 @@ def default_regulator(n_ifos: int) -> float:
     return REGULATOR[2] if n_ifos <= 2 else REGULATOR["more"]
 
 
-def burst_settings(campaign: Campaign, n_ifos: int, sample_rate: float) -> BurstSettings:
-    cfg, coinc = campaign.search, campaign.coincidence
-    en = cfg.pixel_threshold or float(chi2.isf(1.0 - PIXEL_QUANTILE, 2 * n_ifos))
-    es = cfg.subnet_threshold or float(chi2.isf(1.0 - PIXEL_QUANTILE, 2 * max(n_ifos - 1, 1)))
-    with_lags = coinc.min_ifos > 1 and n_ifos > 1
+class BurstSearchConfig(StrictModel):
+    """Unmodelled burst search, cWB style (ALGORITHMS.md §4): time-frequency pixels of whitened
+    data, clusters, a coherent sky loop over HEALPix, events ranked by rho.  Its lags are
+    ``background.slides`` shifts of ``background.slide_step`` per chunk."""
+
+    kind: Literal["burst"] = "burst"
+    needs_whitening: ClassVar[bool] = True
+    f_low: Hertz = Field(32.0, description="lowest pixel frequency (Hz)")
+    f_high: Hertz = Field(1024.0, description="highest pixel frequency (Hz; at most Nyquist)")
+    resolutions: list[Hertz] = Field(
+        [64.0, 32.0, 16.0, 8.0], max_length=16,
+        description="pixel bandwidths (Hz), one per resolution; sample_rate / bandwidth must "
+                    "be a power of two of at least 8 samples (pixel duration is 1 / (2 bandwidth))")
+    black_pixel_probability: float = Field(
+        0.001, gt=0, lt=0.5, description="fraction of a chunk's pixels selected per resolution (cWB bpp)")
+    pixel_threshold: float | None = Field(
+        None, gt=0, le=1e6, description="network energy a pixel needs to enter the sky statistic at a direction; null: "
+                                        "the 90% noise quantile (chi-squared, 2 x detectors degrees of freedom)")
+    subnet_threshold: float | None = Field(
+        None, gt=0, le=1e6,
+        description="subnetwork energy a pixel needs to count as seen by two detectors or more; null: the 90% "
+                    "noise quantile of chi-squared with 2 x (detectors - 1) degrees of freedom")
+    subcut: float = Field(0.33, ge=-1, lt=1, description="early rejection of sky directions, (aa - m) / (aa + m) "
+                                                         "below this (seed 003: 0.33)")
+    regulator: float | None = Field(
+        None, ge=0, le=1e6,
+        description="polarisation regulator delta: 0 lets both polarisations free, large keeps only the dominant "
+                    "one; null: 0.1 with three detectors or more, 1000 with two (two nearly aligned detectors "
+                    "span the whole signal plane, so only the constraint leaves a null stream)")
+    rho_min: Snr = Field(5.0, description="events below this rho are not kept")
+    cc_min: float = Field(0.5, ge=-1, le=1, description="events below this network correlation are not kept")
+    sky_order: int = Field(6, ge=0, le=8, description="HEALPix order of the sky grid (6: 49152 directions, 7: 196608)")
+    skymap_threshold: Snr = Field(8.0, description="zero-lag events with rho at least this get a skymap")
+    skymap_temperature: float = Field(
+        1.0, gt=0, le=1e6, description="width of the skymaps, P ~ exp(Lo / 2T) with Lo the sky loop's likelihood")
+
+    @model_validator(mode="after")
+    def _band(self):
+        if self.f_high <= self.f_low:
+            raise ValueError(f"f_high ({self.f_high}) must be above f_low ({self.f_low})")
+        if not self.resolutions:
+            raise ValueError("resolutions needs at least one pixel bandwidth, e.g. [64, 32, 16, 8]")
+        ratios = sorted(self.resolutions, reverse=True)
+        if any(a != 2 * b for a, b in zip(ratios, ratios[1:])):
+            raise ValueError(f"resolutions must halve from one to the next (e.g. [64, 32, 16, 8]), got {self.resolutions}")
+        return self
+
+
+@dataclass(frozen=True)
+class BurstSearchSettings:
+    """The burst search of a campaign, frozen: the chunk stage's settings
+    (:class:`gwbatch.burst.chunk.BurstSettings`), its conditioning and network settings."""
+
+    sample_rate: float
+    ifos: tuple[str, ...]
+    chunk: BurstSettings
+    conditioning: ConditioningSettings
+    network: NetworkSettings
+
+    @property
+    def levels(self):
+        """The pixel resolutions (:func:`gwbatch.burst.tfmap.resolutions`)."""
+        c = self.chunk
+        return pixel_levels(c.bandwidths, c.f_low, c.f_high, self.sample_rate)
+
+
+def chunk_settings(search, network: NetworkSettings, n_ifos: int, sample_rate: float) -> BurstSettings:
+    """The chunk stage's settings from the campaign's burst search section."""
+    en = search.pixel_threshold or float(chi2.isf(1.0 - PIXEL_QUANTILE, 2 * n_ifos))
+    es = search.subnet_threshold or float(chi2.isf(1.0 - PIXEL_QUANTILE, 2 * max(n_ifos - 1, 1)))
+    regulator = default_regulator(n_ifos) if search.regulator is None else search.regulator
     return BurstSettings(
-        bandwidths=tuple(cfg.resolutions), f_low=cfg.f_low, f_high=cfg.f_high, bpp=cfg.black_pixel_probability,
-        cuts=SkyLoopCuts(en, es, cfg.subcut, default_regulator(n_ifos) if cfg.regulator is None else cfg.regulator),
-        rho_min=cfg.rho_min, cc_min=cfg.cc_min,
-        n_trials=campaign.background.slides if with_lags else 0,
-        step=int(round(campaign.background.slide_step * sample_rate)),
-        cluster=int(round(coinc.cluster_window * sample_rate)), sky_order=cfg.sky_order,
-        skymap_threshold=cfg.skymap_threshold, temperature=cfg.skymap_temperature,
+        bandwidths=tuple(search.resolutions), f_low=search.f_low, f_high=search.f_high,
+        bpp=search.black_pixel_probability, cuts=SkyLoopCuts(en, es, search.subcut, regulator),
+        rho_min=search.rho_min, cc_min=search.cc_min, n_trials=network.slides,
+        step=int(round(network.slide_step * sample_rate)), cluster=int(round(network.cluster_window * sample_rate)),
+        sky_order=search.sky_order, skymap_threshold=search.skymap_threshold, temperature=search.skymap_temperature,
     )
 
 
 class BurstSearch:
+    """cWB-style burst search per chunk: time-frequency pixels of the whitened detectors, their
+    clusters, the coherent sky loop for each cluster and its lags, events ranked by rho
+    (ALGORITHMS.md §4)."""
+
     kind = "burst"
+    section = BurstSearchConfig
     slides_in_chunks = True
-    candidate_fields: dict = {}
-
-    def halo(self, campaign: Campaign, sample_rate: float) -> tuple[int, int]:
-        """Whitening corruption plus the analysis window's margin (longest pixel, largest delay and a
-        pixel step) on each side; checks the lag step fits the pixels."""
-        levels = pixel_levels(campaign, sample_rate)
-        step = campaign.background.slide_step * sample_rate
-        if abs(step - round(step)) > 1e-9 or round(step) % levels[-1].hop:
-            raise ConfigError(f"background.slide_step ({campaign.background.slide_step:g} s) must be a multiple of the "
-                              f"burst search's longest pixel step, {levels[-1].hop / sample_rate:g} s "
-                              f"(1 / (2 x the smallest of search.resolutions))")
-        pad = filter_half_length(campaign.conditioning, sample_rate) + window_pad(levels, EARTH_DELAY, sample_rate)
-        return pad, pad + levels[-1].hop
-
-    def max_uncertainty(self, campaign: Campaign, sample_rate: float) -> float:
-        """An event's timing uncertainty (s): the step of the coarsest-in-time pixels."""
-        return 0.5 / min(campaign.search.resolutions)
-
     statistic_name = "band excess energy"
 
-    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec, span):
+    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> BurstSearchSettings:
+        """The search's settings; the lag step must be a multiple of the longest pixel step."""
+        network = NetworkSettings.of(campaign, len(ifos))
+        settings = BurstSearchSettings(sample_rate, tuple(ifos), chunk_settings(campaign.search, network, len(ifos),
+                                       sample_rate), campaign.conditioning.settings(), network)
+        hop = settings.levels[-1].hop
+        step = network.slide_step * sample_rate
+        if abs(step - round(step)) > 1e-9 or round(step) % hop:
+            raise ConfigError(f"background.slide_step ({network.slide_step:g} s) must be a multiple of the burst "
+                              f"search's longest pixel step, {hop / sample_rate:g} s (1 / (2 x the smallest of "
+                              "search.resolutions))")
+        return settings
+
+    def check_rate(self, section: BurstSearchConfig, sample_rate: float) -> None:
+        """The band at most Nyquist; each pixel bandwidth a power-of-two window of at least 8 samples
+        with a pixel inside the band (the burst code's own rule, :func:`gwbatch.burst.tfmap.resolutions`)."""
+        if section.f_high > sample_rate / 2.0:
+            raise ConfigError(f"search.f_high ({section.f_high:g} Hz) must be at most the Nyquist frequency of the "
+                              f"store ({sample_rate / 2.0:g} Hz)")
+        try:
+            resolutions(sample_rate, section.resolutions, section.f_low, section.f_high)
+        except ValueError as exc:
+            raise ConfigError(f"search.resolutions: {exc}") from None
+
+    def identity(self, section: dict) -> dict:
+        return section
+
+    def halo(self, settings: BurstSearchSettings) -> tuple[int, int]:
+        """Whitening corruption plus the analysis window's margin (longest pixel, largest delay and a
+        pixel step) on each side."""
+        fs, levels = settings.sample_rate, settings.levels
+        pad = filter_half_length(settings.conditioning, fs) + window_pad(levels, EARTH_DELAY, fs)
+        return pad, pad + levels[-1].hop
+
+    def max_uncertainty(self, settings: BurstSearchSettings) -> float:
+        """An event's timing uncertainty (s): the step of the coarsest-in-time pixels."""
+        return 0.5 / min(settings.chunk.bandwidths)
+
+    def work_bytes(self, settings: BurstSearchSettings, read_samples: int) -> int:
+        """Kernel working memory of one task (upper bound): per detector the float32 input and its 4x
+        upsampled copy, and a float32 energy map per resolution (one pixel per sample); per lag the
+        rolled network maps and their masks; the sky table and a batch of delayed amplitudes."""
+        n_levels, n_ifos = len(settings.chunk.bandwidths), len(settings.ifos)
+        per_ifo = (4 + 16 + (8 + 8) * n_levels) * read_samples
+        per_lag = (4 + 1 + 8) * n_levels * read_samples
+        sky = 12 * 4**settings.chunk.sky_order * n_ifos * 16
+        return n_ifos * per_ifo + per_lag + sky + BURST_FIXED_BYTES
+
+    def task_cost(self, settings: BurstSearchSettings, read_samples: int) -> float:
+        return read_samples * len(settings.ifos) * 10.0 * (1 + settings.network.slides / 10)
+
+    def memory_knobs(self, settings: BurstSearchSettings) -> dict:
+        return {}
+
+    def prepare(self, settings: BurstSearchSettings, context: PrepareContext) -> dict:
+        return {}
+
+    def process(self, task: ChunkTask, resources: dict) -> ChunkResult:
+        spec, settings, fs = task.spec, task.settings, task.sample_rate
+        kept, inputs = [], {}
+        empty = pd.DataFrame({c: pd.Series(dtype=t if t != "str" else object) for c, t in TRIGGER_COLUMNS.items()
+                              if c != "chunk"})
+        with ChunkRun(task) as run:
+            for series in run.series():
+                with run.stage("search"):
+                    cond = series.cond  # without a PSD the data are zeros and nothing is valid
+                    inputs[series.ifo] = burst_input(cond.data, cond.snr2_per_energy or 1.0)
+                    run.add(series, empty)
+                kept.append(series)
+            with run.stage("network"):
+                net = BurstNetwork(
+                    ifos=tuple(s.ifo for s in kept), x=[inputs[s.ifo] for s in kept],
+                    valid=[s.cond.valid for s in kept], psd=[s.cond.psd for s in kept], read_start=spec.read_start,
+                    own=kept[0].own, sample_rate=fs,
+                    gps=float(sample_times(GPSTime.parse(task.store.t0), 0.5 * (spec.start + spec.stop), fs)),
+                )
+                events, skymaps, livetime = burst_chunk(net, settings.chunk)
+        return run.result(TRIGGER_COLUMNS, {"events": events.assign(chunk=spec.index)},
+                          {"skymaps": skymaps, "livetime": livetime})
+
+    def merge_triggers(self, settings: BurstSearchSettings, triggers: pd.DataFrame, t0,
+                       sample_rate: float) -> pd.DataFrame:
+        """No single-detector triggers: the (empty) table with ``gps_time``."""
+        return triggers.assign(gps_time=sample_times(t0, triggers["sample"].to_numpy(np.float64), sample_rate))
+
+    def significance(self, settings: BurstSearchSettings, reduction: Reduction) -> Significance:
+        """Zero-lag events clustered across chunk edges, with FARs against every chunk's lags."""
+        fs, ifos, t0 = reduction.sample_rate, reduction.ifos, GPSTime.parse(reduction.t0)
+        step = settings.chunk.step / fs
+        bg, lags, skymaps = chunk_trials_significance(
+            reduction.results, t0=t0, sample_rate=fs, ifos=ifos, reference="geocent_sample",
+            cluster_window=settings.network.cluster_window, step=step, window=settings.chunk.cluster)
+        candidates, named = burst_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
+        return Significance(bg, candidates, burst_background_table(lags, ifos, t0, fs, step), named)
+
+    def statistic_series(self, settings: BurstSearchSettings, resources: dict, series, row: pd.Series,
+                         spec: ChunkSpec, span: tuple[int, int]):
         """Excess pixel energy ``sum(|a|^2 / 2 - 1)`` over the candidate's band ``[f_min, f_max]`` at
         its resolution, per time frame (centre time): ~rho^2 of the detector's share of the event."""
-        fs = read_meta(campaign.data.store).sample_rate
-        levels = pixel_levels(campaign, fs)
+        fs, levels = settings.sample_rate, settings.levels
         bandwidth = float(row.get("resolution", fs / levels[0].length))
         res = min(levels, key=lambda r: abs(fs / r.length - bandwidth))
         x = np.asarray(burst_input(series.cond.data, series.cond.snr2_per_energy or 1.0))
@@ -115,57 +264,5 @@ class BurstSearch:
         frames = np.arange(energy.shape[0]) * res.hop + 0.5 * res.length
         return spec.read_start + frames, energy[:, band].sum(axis=1)
 
-    def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
-        """Kernel working memory of one task (upper bound): per detector the float32 input and its 4x
-        upsampled copy, and a float32 energy map per resolution (one pixel per sample); per lag the
-        rolled network maps and their masks; the sky table and a batch of delayed amplitudes."""
-        n_levels = len(campaign.search.resolutions)
-        per_ifo = (4 + 16 + (8 + 8) * n_levels) * read_samples
-        per_lag = (4 + 1 + 8) * n_levels * read_samples
-        sky = 12 * 4**campaign.search.sky_order * n_ifos * 16
-        return n_ifos * per_ifo + per_lag + sky + BURST_FIXED_BYTES
 
-    def process(self, campaign: Campaign, ifos: tuple[str, ...], backend: str, resources: dict,
-                spec: ChunkSpec) -> ChunkResult:
-        inputs = {}
-
-        def search_one(series):
-            cond = series.cond  # without a PSD the data are zeros and nothing is valid
-            inputs[series.ifo] = burst_input(cond.data, cond.snr2_per_energy or 1.0)
-            return pd.DataFrame({c: pd.Series(dtype=t if t != "str" else object) for c, t in TRIGGER_COLUMNS.items()
-                                 if c != "chunk"}), {}
-
-        def network(series, triggers):
-            meta = read_meta(campaign.data.store)
-            fs = meta.sample_rate
-            settings = burst_settings(campaign, len(series), fs)
-            net = BurstNetwork(
-                ifos=tuple(s.ifo for s in series),
-                x=[inputs[s.ifo] for s in series], valid=[s.cond.valid for s in series],
-                psd=[s.cond.psd for s in series], read_start=spec.read_start, own=series[0].own, sample_rate=fs,
-                gps=float(sample_times(GPSTime.parse(meta.t0), 0.5 * (spec.start + spec.stop), fs)),
-            )
-            events, skymaps, livetime = burst_chunk(net, settings)
-            return {"events": events.assign(chunk=spec.index)}, {"skymaps": skymaps, "livetime": livetime}
-
-        return run_chunk(campaign, ifos, backend, spec, TRIGGER_COLUMNS, search_one, network)
-
-    def significance(self, campaign: Campaign, plan, results: list[ChunkResult]) -> Significance:
-        """Zero-lag events clustered across chunk edges, with FARs against every chunk's lags."""
-        fs, ifos = plan.sample_rate, plan.ifos
-        t0 = GPSTime.parse(plan.t0)
-        zero, lags, skymaps, livetime = gather_chunk_events(results, t0, fs)
-        keep = cluster_in_time(zero["geocent_sample"].to_numpy(np.float64), zero["rank"].to_numpy(),
-                               campaign.coincidence.cluster_window * fs)
-        zero = zero[keep].reset_index(drop=True)
-        settings = burst_settings(campaign, len(ifos), fs)
-        bg = trial_background(zero, lags, livetime, ifos=ifos, step=settings.step / fs, window=settings.cluster)
-        candidates, named = burst_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
-        return Significance(bg, candidates, burst_background_table(lags, ifos, t0, fs, settings.step / fs), named)
-
-    def merge(self, campaign: Campaign, triggers: pd.DataFrame, t0, sample_rate: float) -> pd.DataFrame:
-        """No single-detector triggers: the (empty) table with ``gps_time``."""
-        return triggers.assign(gps_time=sample_times(t0, triggers["sample"].to_numpy(np.float64), sample_rate))
-
-    def coincidence_triggers(self, df: pd.DataFrame, span_start: int, sample_rate: float) -> IfoTriggers:
-        return IfoTriggers(time=np.zeros(0), uncertainty=np.zeros(0), snr=np.zeros(0))
+SEARCH = BurstSearch

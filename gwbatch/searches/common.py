@@ -1,29 +1,31 @@
-"""The front end every search shares: one chunk of strain read, masked and conditioned per detector.
+"""The front end every search shares: one chunk of strain read, masked and conditioned per detector,
+and the bookkeeping of a chunk task (:class:`ChunkRun`).
 
 Non-finite samples, DQ-failing seconds and runs of exact zeros of at least ``data.zero_gap`` seconds
-(data that is not data: a detector writing zeros) are masked; a non-finite value never reaches a
-kernel (it is counted, masked and replaced by zero for the FFT).  After the search has found its triggers,
-:func:`bookkeeping` gives the chunk's analysed segments (valid samples of its own part), its gates
-and the per-detector statistics that go into the manifest.
+(:func:`gwbatch.io.span.read_span`) are masked; a non-finite value never reaches a kernel (it is
+counted, masked and replaced by zero for the FFT).  After the search has found a detector's
+triggers, :meth:`ChunkRun.add` records the chunk's analysed segments (valid samples of its own
+part), its gates and the per-detector statistics that go into the manifest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
-from gwbatch._xp import StageTimer, device_memory_peak, get_xp, resolve_backend, task_stream, to_host
+from gwbatch._xp import StageTimer, device_memory_peak, device_name, get_xp, resolve_backend, task_stream, to_host
 from gwbatch.conditioning import Conditioned, condition
-from gwbatch.conditioning.mask import edge_zeros, mask_to_segments, zero_runs
-from gwbatch.config import Campaign
-from gwbatch.io.store import StoreMeta, dq_sample_mask, read_dq, read_meta, read_strain
-from gwbatch.searches import ChunkSpec
+from gwbatch.conditioning.mask import mask_to_segments
+from gwbatch.io.span import read_span
+from gwbatch.io.tables import gates_frame
+from gwbatch.tasks import ChunkResult, ChunkTask
 
 
 @dataclass
@@ -34,78 +36,49 @@ class ChunkSeries:
     cond: Conditioned
     finite: np.ndarray  # host bool, read span
     science: np.ndarray  # host bool, read span
+    zeros: np.ndarray  # host bool, read span: in a run of exact zeros (masked)
     own: tuple[int, int]  # the chunk's own samples, relative to the read start
-    zeros: np.ndarray | None = None  # host bool, read span: in a run of exact zeros (masked)
 
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def zero_gap_samples(zero_gap: float | None, sample_rate: float) -> int | None:
-    """The shortest run of exact zeros (samples, at least 2) masked as a gap; None: zeros are data."""
-    if zero_gap is None:
-        return None
-    return max(2, int(np.ceil(zero_gap * sample_rate - 1e-9)))
-
-
-def zero_gap_mask(meta: StoreMeta, ifo: str, x: np.ndarray, min_length: int, read_start: int) -> np.ndarray:
-    """:func:`~gwbatch.conditioning.mask.zero_runs` of ``x`` (``ifo``'s samples from ``read_start``):
-    a run touching either end of ``x`` with fewer than ``min_length`` zeros inside is followed up
-    to ``min_length`` samples beyond it in the store, so it is judged by its whole length."""
-    lead, trail = edge_zeros(x)
-    before = after = 0
-    if 0 < lead < min_length:
-        before = edge_zeros(read_strain(meta, [ifo], read_start - (min_length - lead), read_start)[0])[1]
-    if 0 < trail < min_length:
-        stop = read_start + x.size
-        after = edge_zeros(read_strain(meta, [ifo], stop, stop + (min_length - trail))[0])[0]
-    return zero_runs(x, min_length, (before, after))
-
-
-def conditioned_series(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: ChunkSpec,
-                       timer: StageTimer | None = None) -> Iterator[ChunkSeries]:
-    """Read the chunk with its halo and condition each detector in turn (on ``backend``); ``timer``
-    gets the ``read`` and ``condition`` stages."""
+def conditioned_series(task: ChunkTask, timer: StageTimer | None = None, backend: str | None = None
+                       ) -> Iterator[ChunkSeries]:
+    """Read the task's chunk with its halo and condition each detector in turn, on ``backend``
+    (default the task's); ``timer`` gets the ``read`` and ``condition`` stages."""
     timer = timer or StageTimer("numpy")
-    xp = get_xp(resolve_backend(backend))
-    meta = read_meta(campaign.data.store)
-    fs = meta.sample_rate
+    xp = get_xp(resolve_backend(backend or task.backend))
+    spec, fs = task.spec, task.sample_rate
     with timer("read"):
-        raw = read_strain(meta, ifos, spec.read_start, spec.read_stop)
-        dq = read_dq(meta, ifos)
-    required = meta.dq_mask(campaign.data.dq_flags)
-    min_zeros = zero_gap_samples(campaign.data.zero_gap, fs)
+        span = read_span(task.store, task.ifos, spec.read_start, spec.read_stop, dq_required=task.dq_required,
+                         zero_gap=task.zero_gap)
     own = (spec.start - spec.read_start, spec.stop - spec.read_start)
-    for i, ifo in enumerate(ifos):
+    for i, ifo in enumerate(task.ifos):
         with timer("condition"):
-            x = raw[i]
-            finite = np.isfinite(x)
-            science = dq_sample_mask(dq[i], required, spec.read_start, spec.read_stop, fs)
-            zeros = (zero_gap_mask(meta, ifo, x, min_zeros, spec.read_start) if min_zeros is not None
-                     else np.zeros(x.size, dtype=bool))
-            valid = finite & science & ~zeros
-            host = np.where(finite, x, 0.0).astype(np.float64)
-            cond = condition(xp.asarray(host), xp.asarray(valid), campaign.conditioning, fs)
-        yield ChunkSeries(ifo, cond, finite, science, own, zeros)
+            finite = span.finite[i]
+            host = np.where(finite, span.strain[i], 0.0).astype(np.float64)
+            cond = condition(xp.asarray(host), xp.asarray(span.valid[i]), task.conditioning, fs)
+        yield ChunkSeries(ifo, cond, finite, span.science[i], span.zeros[i], own)
 
 
-def bookkeeping(series: ChunkSeries, spec: ChunkSpec, n_triggers: int, extra: dict | None = None):
-    """``(segments, gates, stats)`` of one detector's chunk after its search."""
+def bookkeeping(series: ChunkSeries, start: int, read_start: int, n_triggers: int, extra: dict | None = None):
+    """``(segments, gates, stats)`` of one detector's chunk after its search (``start``, ``read_start``:
+    the chunk's first own and first read store sample)."""
     lo, hi = series.own
     cond = series.cond
     proper_valid = to_host(cond.valid[lo:hi])
-    segments = mask_to_segments(proper_valid, offset=spec.start)
+    segments = mask_to_segments(proper_valid, offset=start)
     inside = (cond.gate_peaks >= lo) & (cond.gate_peaks < hi)
-    gates = pd.DataFrame({"ifo": series.ifo, "sample": cond.gate_peaks[inside] + spec.read_start,
-                          "peak": cond.gate_values[inside]}) if inside.any() else None
+    gates = gates_frame({"ifo": [series.ifo] * int(inside.sum()), "sample": cond.gate_peaks[inside] + read_start,
+                         "peak": cond.gate_values[inside]})
     stats = {
         "psd_segments": cond.psd_segments,
         "nonfinite_in_science": int(np.count_nonzero(~series.finite[lo:hi] & series.science[lo:hi])),
         "science_samples": int(np.count_nonzero(series.science[lo:hi])),
         # science samples of the chunk's own part masked because they lie in a run of exact zeros
-        "zero_samples": int(np.count_nonzero(series.zeros[lo:hi] & series.science[lo:hi]))
-        if series.zeros is not None else 0,
+        "zero_samples": int(np.count_nonzero(series.zeros[lo:hi] & series.science[lo:hi])),
         "analysed_samples": int(proper_valid.sum()),
         "triggers": int(n_triggers),
         "note": cond.note,
@@ -114,100 +87,74 @@ def bookkeeping(series: ChunkSeries, spec: ChunkSpec, n_triggers: int, extra: di
     return segments, gates, stats
 
 
-def empty_gates() -> pd.DataFrame:
-    return pd.DataFrame({"ifo": pd.Series(dtype=str), "sample": pd.Series(dtype=np.int64),
-                         "peak": pd.Series(dtype=np.float64)})
+class ChunkRun:
+    """One chunk task's bookkeeping while a search's ``process`` runs it::
 
+        with ChunkRun(task) as run:
+            for series in run.series():          # read, masked, conditioned: one detector at a time
+                with run.stage("search"):
+                    ...                          # the detector's triggers
+                    run.add(series, triggers)
+            with run.stage("network"):
+                ...                              # searches that form network events
+        return run.result(TRIGGER_COLUMNS, tables, arrays)
 
-def run_chunk(campaign: Campaign, ifos: tuple[str, ...], backend: str, spec: ChunkSpec, columns: dict,
-              search_one: Callable[[ChunkSeries], tuple[pd.DataFrame, dict]],
-              network: Callable[[list[ChunkSeries], pd.DataFrame], tuple[dict, dict]] | None = None):
-    """A chunk's :class:`~gwbatch.searches.ChunkResult`: each detector's conditioned series through
-    ``search_one``, which returns its triggers (``columns`` and their dtypes) and extra statistics
-    for the manifest; then, if given, ``network(series, triggers)`` over all detectors together,
-    which returns the result's ``(tables, arrays)``."""
-    from gwbatch._xp import device_name
-    from gwbatch.searches import ChunkResult
+    The task's kernels queue on its own CUDA stream (:func:`gwbatch._xp.task_stream`) and each
+    stage ends by synchronising it, so a stage is charged with the kernels it queued; the GPU
+    memory the task adds is recorded (:func:`gwbatch._xp.device_memory_peak`)."""
 
-    started = time.perf_counter()
-    backend = resolve_backend(backend)
-    timer = StageTimer(backend)
-    frames, segments, gates, stats, kept = [], {}, [], {}, []
-    with task_stream(backend), device_memory_peak(backend) as peak:
-        for series in conditioned_series(campaign, ifos, backend, spec, timer):
-            with timer("search"):
-                frame, extra = search_one(series)
-                frames.append(frame.assign(chunk=spec.index))
-                segments[series.ifo], gate, stats[series.ifo] = bookkeeping(series, spec, len(frame), extra)
-            if gate is not None:
-                gates.append(gate)
-            if network is not None:
-                kept.append(series)
-        triggers = pd.concat(frames, ignore_index=True).astype(columns)
-        with timer("network"):
-            tables, arrays = network(kept, triggers) if network is not None else ({}, {})
-    return ChunkResult(
-        index=spec.index,
-        triggers=triggers,
-        segments=segments,
-        gates=pd.concat(gates, ignore_index=True) if gates else empty_gates(),
-        series_stats=stats,
-        device=device_name(backend),
-        worker=worker_name(),
-        seconds=time.perf_counter() - started,
-        tables=tables,
-        arrays=arrays,
-        device_peak_bytes=int(peak[0]),
-        stage_seconds={k: v for k, v in timer.seconds.items() if k != "network" or network is not None},
-    )
+    def __init__(self, task: ChunkTask) -> None:
+        self.task = task
+        self.backend = resolve_backend(task.backend)
+        self.timer = StageTimer(self.backend)
+        self.frames: list[pd.DataFrame] = []
+        self.segments: dict[str, np.ndarray] = {}
+        self.gates: list[pd.DataFrame] = []
+        self.stats: dict[str, dict] = {}
+        self._stack = contextlib.ExitStack()
 
+    def __enter__(self) -> "ChunkRun":
+        self.started = time.perf_counter()
+        self._stack.enter_context(task_stream(self.backend))
+        self._peak = self._stack.enter_context(device_memory_peak(self.backend))
+        return self
 
-def gather_chunk_events(results: list, t0, sample_rate: float):
-    """The network events of every chunk (searches whose chunks run their own trials): one table
-    with ``gps_time`` (from ``geocent_sample``) and the ``skymap`` rows renumbered into the stacked
-    skymaps, those skymaps, and the livetime of every trial summed over chunks.  Returns
-    ``(zero_lag, trials, skymaps, livetime)``."""
-    from gwbatch.gpstime import sample_times
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
 
-    frames, maps, offset = [], [], 0
-    for r in sorted(results, key=lambda r: r.index):
-        ev = r.tables["events"]
-        skymap = ev["skymap"].to_numpy()
-        frames.append(ev.assign(skymap=np.where(skymap >= 0, skymap + offset, -1)))
-        maps.append(r.arrays["skymaps"])
-        offset += r.arrays["skymaps"].shape[0]
-    events = pd.concat(frames, ignore_index=True)
-    events["gps_time"] = sample_times(t0, events["geocent_sample"].to_numpy(np.float64), sample_rate)
-    livetime = np.sum([r.arrays["livetime"] for r in results], axis=0)
-    skymaps = np.concatenate(maps) if maps else np.zeros((0, 12))
-    zero, trials = events[events["trial"] == 0], events[events["trial"] > 0].reset_index(drop=True)
-    return zero, trials, skymaps, livetime
+    def series(self) -> Iterator[ChunkSeries]:
+        return conditioned_series(self.task, self.timer, self.backend)
 
+    def stage(self, name: str):
+        return self.timer(name)
 
-def candidate_series(search, campaign: Campaign, ifos: tuple[str, ...], resources: dict, spec: ChunkSpec,
-                     row: pd.Series, half_width: float = 1.0) -> dict:
-    """The search's statistic in each detector within ``half_width`` s of a candidate, for the
-    report: the chunk that owns the candidate is read and conditioned as the search did (NumPy),
-    then ``search.statistic_series(campaign, resources, series, row, spec, span)`` gives ``(store
-    samples, values)`` covering at least the store samples ``span`` of the window.  Returns
-    ``{"label", "gps_time", "statistic", "curves": {ifo: (t, y)}, "stage_seconds"}`` with ``t`` in
-    seconds from the candidate's ``gps_time`` and the seconds spent reading, conditioning and
-    computing the statistic."""
-    from gwbatch.gpstime import GPSTime, sample_times, time_to_index
+    def add(self, series: ChunkSeries, triggers: pd.DataFrame, extra: dict | None = None) -> None:
+        """Record one detector's triggers and its segments, gates and statistics."""
+        spec = self.task.spec
+        self.frames.append(triggers.assign(chunk=spec.index))
+        self.segments[series.ifo], gates, self.stats[series.ifo] = bookkeeping(
+            series, spec.start, spec.read_start, len(triggers), extra)
+        if len(gates):
+            self.gates.append(gates)
 
-    meta = read_meta(campaign.data.store)
-    t0, fs, gps = GPSTime.parse(meta.t0), meta.sample_rate, float(row["gps_time"])
-    centre = time_to_index(t0, gps, fs)
-    span = (centre - int(np.ceil(half_width * fs)), centre + int(np.ceil(half_width * fs)) + 1)
-    curves, timer = {}, StageTimer("numpy")
-    for series in conditioned_series(campaign, ifos, "numpy", spec, timer):
-        if not series.cond.valid.any():
-            continue
-        with timer("statistic"):
-            samples, values = search.statistic_series(campaign, resources, series, row, spec, span)
-        t = sample_times(t0, np.asarray(samples, dtype=np.float64), fs) - gps
-        keep = np.abs(t) <= half_width
-        if keep.any():
-            curves[series.ifo] = (t[keep], np.asarray(values, dtype=np.float64)[keep])
-    return {"label": str(row["search"]), "gps_time": gps, "statistic": search.statistic_name,
-            "curves": curves, "stage_seconds": dict(timer.seconds)}
+    def triggers(self, columns: dict) -> pd.DataFrame:
+        """The triggers recorded so far, every detector's, in ``columns`` and their dtypes."""
+        return pd.concat(self.frames, ignore_index=True).astype(columns)
+
+    def result(self, columns: dict, tables: dict | None = None, arrays: dict | None = None) -> ChunkResult:
+        """The task's :class:`~gwbatch.tasks.ChunkResult` (call after the ``with`` block: the GPU memory
+        peak is known once it has ended)."""
+        return ChunkResult(
+            index=self.task.spec.index,
+            triggers=self.triggers(columns),
+            segments=self.segments,
+            gates=pd.concat(self.gates, ignore_index=True) if self.gates else gates_frame(),
+            series_stats=self.stats,
+            device=device_name(self.backend),
+            worker=worker_name(),
+            seconds=time.perf_counter() - self.started,
+            tables=tables or {},
+            arrays=arrays or {},
+            device_peak_bytes=int(self._peak[0]),
+            stage_seconds=dict(self.timer.seconds),
+        )

@@ -21,22 +21,35 @@ SNR, ``rank`` the ranking statistic (:func:`gwbatch.coherent.stage.coherent_rank
 from __future__ import annotations
 
 import functools
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import ClassVar, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, field_validator
 
-from gwbatch.background.trials import trial_background
-from gwbatch.candidates.coincidence import IfoTriggers, cluster_in_time
+from gwbatch.background.trials import chunk_trials_significance
+from gwbatch.candidates.coincidence import cluster_in_time
 from gwbatch.candidates.tables import coherent_background_table, coherent_candidate_table
 from gwbatch.coherent.chunk import ChunkNetwork, CoherentSettings, coherent_chunk
-from gwbatch.conditioning import filter_half_length
-from gwbatch.config import Campaign, load_bank_config
+from gwbatch.conditioning import ConditioningSettings, filter_half_length
+from gwbatch.conditioning.psd import design
+from gwbatch.conditioning.whiten import effective_psd
+from gwbatch.config import load_bank_config
+from gwbatch.config.strict import Snr, StrictModel
+from gwbatch.config.text import short
+from gwbatch.errors import ConfigError
 from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.banks import load_bank, read_bank_file
-from gwbatch.io.store import read_meta
-from gwbatch.searches import ChunkResult, ChunkSpec, Significance
-from gwbatch.searches.common import gather_chunk_events, run_chunk
+from gwbatch.io.store import file_sha256
+from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
+from gwbatch.searches.common import ChunkRun
+from gwbatch.sky.skymap import TEMPERATURE
+from gwbatch.spiir.cache import build_bank, cached_bank_path, placed_templates, store_psd
 from gwbatch.spiir.triggers import find_triggers
+from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
 from gwbatch.waveforms.taylorf2 import chirp_time
 
 TRIGGER_COLUMNS = {
@@ -44,7 +57,7 @@ TRIGGER_COLUMNS = {
     "mass2": "float64", "snr": "float64", "phase": "float64", "chisq": "float64", "rank": "float64",
     "chunk": "int64",
 }
-#: Timing uncertainty of a SPIIR trigger in coincidence (s): the peak is good to a sample or two.
+#: Timing uncertainty of a SPIIR trigger or event (s): the peak is good to a sample or two.
 TIMING = 1e-3
 #: Extra halo after a chunk for the coherent stage (s): arrival delays between detectors (up to
 #: ~40 ms), merger delays of the filters (under 30 ms) and the chi-squared lags.
@@ -53,6 +66,76 @@ COHERENT_HALO = 0.25
 #: Memory of one SPIIR task that does not grow with the chunk (filter coefficients, the coherent
 #: stage's sky tables and candidate batches), an upper bound.
 SPIIR_FIXED_BYTES = 512 * 2**20
+
+log = logging.getLogger("gwbatch")
+
+
+class CoherentConfig(StrictModel):
+    """The coherent stage of the SPIIR search (ALGORITHMS.md §3): sky grid and skymaps.  Its
+    time-shifted trials are ``background.slides`` shifts of ``background.slide_step`` per chunk."""
+
+    sky_order: int = Field(5, ge=0, le=8, description="HEALPix order of the sky grid (5: 12288 directions, 7: 196608)")
+    ifo_snr: Snr = Field(
+        4.0, description="an event needs coincidence.min_ifos detectors with SNR at least this (the pivot is one), "
+                         "so a glitch in one detector is never a network event")
+    skymap_threshold: Snr = Field(
+        8.0, description="zero-lag candidates ranked at least this get a skymap (FITS) and a 90% area")
+    skymap_temperature: float = Field(
+        TEMPERATURE, gt=0, le=1e6,
+        description="width of the skymaps, P ~ exp(rho_c^2 / 2T), calibrated by a P-P test on injections "
+                    "(benchmarks/coherent_campaigns.py reports the test for a range of T)")
+
+
+class SpiirSearchConfig(StrictModel):
+    """SPIIR compact-binary search (ALGORITHMS.md §2): a template bank as IIR filters on whitened data."""
+
+    kind: Literal["spiir"] = "spiir"
+    needs_whitening: ClassVar[bool] = True
+    bank: Path = Field(description="bank YAML file (see configs/banks/)")
+    placement_psd: Literal["aLIGO", "AdVirgo", "KAGRA"] = Field(
+        "aLIGO", description="design curve the templates are placed with (the same templates for every detector)"
+    )
+    psd: str = Field("data", description="PSD the filters are built for: 'data' (each detector's own) or a design curve")
+    psd_seconds: float = Field(512.0, gt=0, le=4096,
+                               description="with psd: data, seconds from the span start used (at most 4096)")
+    threshold: Snr = Field(5.5, description="single-detector |z| threshold")
+    cluster_window: float = Field(0.1, gt=0, le=3600, description="keep the loudest trigger within this many seconds")
+    batch: int = Field(256, ge=1, le=65536, description="templates filtered per pass")
+    bank_cache: Path | None = Field(
+        None, description="directory of placed templates and built banks, by configuration, templates and PSD (a "
+                          "bank serves PSDs within 1e-6 of its own); default <output>/banks. Campaigns that name "
+                          "the same directory share them")
+    coherent: CoherentConfig = CoherentConfig()
+
+    @field_validator("psd")
+    @classmethod
+    def _psd(cls, v):
+        if v not in ("data", "aLIGO", "AdVirgo", "KAGRA"):
+            raise ValueError(f"must be 'data' or a design curve (aLIGO, AdVirgo, KAGRA), got {short(v)}")
+        return v
+
+
+@dataclass(frozen=True)
+class SpiirSettings:
+    """The SPIIR search of a campaign, frozen: the bank (its file, and what the plan needs of it:
+    the longest template and the autocorrelation lags), how its filters are built, the trigger
+    search, and the coherent stage (:class:`gwbatch.coherent.chunk.CoherentSettings`)."""
+
+    sample_rate: float
+    ifos: tuple[str, ...]
+    bank: str  # the bank's YAML file
+    placement_psd: str  # design curve the templates are placed with
+    psd: str  # "data" (each detector's own) or a design curve the filters are built for
+    psd_seconds: float  # with psd "data": seconds from the span start measured
+    bank_cache: str | None  # None: the run directory's own
+    threshold: float  # single-detector |z|
+    cluster_window: float  # s
+    batch: int  # templates per pass
+    warm: int  # samples the filters run from rest before their output counts: the longest template
+    autocorrelation_lags: int
+    coherent: CoherentSettings
+    conditioning: ConditioningSettings
+    network: NetworkSettings
 
 
 def reweighted_snr(snr: np.ndarray, chisq: np.ndarray) -> np.ndarray:
@@ -91,14 +174,9 @@ def _bank(path: str, fingerprint: str):
     return bank
 
 
-def warm_samples(campaign: Campaign, sample_rate: float) -> int:
-    """Samples the filters run from rest before their output counts: the bank's longest template."""
-    return int(np.ceil(longest_template(campaign.search.bank) * sample_rate))
-
-
-def longest_template(bank_path) -> float:
-    """Seconds of the bank's longest template (Newtonian chirp time from f_low - 2 Hz, plus 2 s)."""
-    cfg = load_bank_config(bank_path)
+def longest_template(cfg) -> float:
+    """Seconds of the longest template of bank ``cfg`` (a :class:`gwbatch.config.BankConfig`):
+    the Newtonian chirp time from f_low - 2 Hz, plus 2 s."""
     if cfg.file is not None:
         t = read_bank_file(cfg.file)
         m1 = min(x.mass1 for x in t)
@@ -108,126 +186,157 @@ def longest_template(bank_path) -> float:
     return chirp_time(m1, m2, max(cfg.f_low - 2.0, 5.0)) + 2.0
 
 
-def coherent_settings(campaign: Campaign, n_ifos: int, sample_rate: float) -> CoherentSettings:
-    search, coinc = campaign.search, campaign.coincidence
-    with_trials = coinc.min_ifos > 1 and n_ifos > 1
-    return CoherentSettings(
-        n_trials=campaign.background.slides if with_trials else 0,
-        step=int(round(campaign.background.slide_step * sample_rate)),
-        cluster=coinc.cluster_window * sample_rate,
-        candidate_window=search.cluster_window * sample_rate,
-        sky_order=search.coherent.sky_order,
-        skymap_threshold=search.coherent.skymap_threshold,
-        temperature=search.coherent.skymap_temperature,
-        ifo_snr=search.coherent.ifo_snr,
-        min_ifos=coinc.min_ifos,
-        batch=search.batch,
-    )
-
-
 class SpiirSearch:
+    """SPIIR filtering per detector, then the coherent stage per chunk: network candidates, their
+    time-shifted trials and skymaps (ALGORITHMS.md §2-3)."""
+
     kind = "spiir"
+    section = SpiirSearchConfig
     slides_in_chunks = True
-    candidate_fields = {"template": "template", "chisq": "chisq", "rank": "rank", "phase": "phase"}
-
-    def halo(self, campaign: Campaign, sample_rate: float) -> tuple[int, int]:
-        """Before: whitening corruption, the longest template, a cluster window; after: whitening, a
-        cluster window and the chi-squared lags."""
-        pad = filter_half_length(campaign.conditioning, sample_rate)
-        cluster = int(np.ceil(campaign.search.cluster_window * sample_rate))
-        warm = warm_samples(campaign, sample_rate)
-        lags = load_bank_config(campaign.search.bank).spiir.autocorrelation_lags
-        return pad + warm + cluster, pad + cluster + lags + 1 + int(np.ceil(COHERENT_HALO * sample_rate))
-
-    def max_uncertainty(self, campaign: Campaign, sample_rate: float) -> float:
-        return TIMING
-
     statistic_name = "SNR |z|"
 
-    def statistic_series(self, campaign: Campaign, resources: dict, series, row, spec: ChunkSpec, span):
-        """The candidate's template filtered in this detector: |z| against merger time, over the
-        merger times ``span`` only. The filters start from rest the bank's longest template before
-        it, as the chunk's own samples do after the read start (the search's halo)."""
-        from gwbatch.spiir.filtering import filter_bank
+    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> SpiirSettings:
+        search, network = campaign.search, NetworkSettings.of(campaign, len(ifos))
+        bank = load_bank_config(search.bank)
+        coherent = CoherentSettings(
+            n_trials=network.slides, step=int(round(network.slide_step * sample_rate)),
+            cluster=network.cluster_window * sample_rate, candidate_window=search.cluster_window * sample_rate,
+            sky_order=search.coherent.sky_order, skymap_threshold=search.coherent.skymap_threshold,
+            temperature=search.coherent.skymap_temperature, ifo_snr=search.coherent.ifo_snr,
+            min_ifos=network.min_ifos, batch=search.batch,
+        )
+        return SpiirSettings(
+            sample_rate=sample_rate, ifos=tuple(ifos), bank=str(search.bank), placement_psd=search.placement_psd,
+            psd=search.psd, psd_seconds=search.psd_seconds,
+            bank_cache=None if search.bank_cache is None else str(search.bank_cache),
+            threshold=search.threshold, cluster_window=search.cluster_window, batch=search.batch,
+            warm=int(np.ceil(longest_template(bank) * sample_rate)),
+            autocorrelation_lags=bank.spiir.autocorrelation_lags, coherent=coherent,
+            conditioning=campaign.conditioning.settings(), network=network,
+        )
 
-        bank = _bank(*resources["banks"][series.ifo])
-        template = int(row["template"])
-        part, delay = bank.subset(np.array([template])), int(bank.merger_delay[template])
-        x = filter_input(series.cond)
-        warm = warm_samples(campaign, bank.sample_rate)
-        hi = int(np.clip(span[1] - spec.read_start + delay, 0, x.size))
-        lo = int(np.clip(span[0] - spec.read_start + delay - warm, 0, hi))
-        z = np.abs(filter_bank(x[lo:hi], part.a, part.b, part.d)[0])
-        z = np.where(np.asarray(series.cond.valid)[lo:hi], z, np.nan)
-        return spec.read_start + lo + np.arange(z.size) - delay, z
+    def check_rate(self, section: SpiirSearchConfig, sample_rate: float) -> None:
+        """The bank says its own rate; nothing else of the section depends on the data's."""
 
-    def work_bytes(self, campaign: Campaign, read_samples: int, n_ifos: int) -> int:
+    def identity(self, section: dict) -> dict:
+        """The bank's definition, not where it is or where its builds are cached."""
+        out = {k: v for k, v in section.items() if k != "bank_cache"}
+        out["bank"] = Path(section["bank"]).read_text()
+        bank = load_bank_config(section["bank"])
+        if bank.file is not None:
+            out["bank_file_sha256"] = file_sha256(bank.file)
+        return out
+
+    def halo(self, settings: SpiirSettings) -> tuple[int, int]:
+        """Before: whitening corruption, the longest template, a cluster window; after: whitening, a
+        cluster window and the chi-squared lags."""
+        fs = settings.sample_rate
+        pad = filter_half_length(settings.conditioning, fs)
+        cluster = int(np.ceil(settings.cluster_window * fs))
+        return (pad + settings.warm + cluster,
+                pad + cluster + settings.autocorrelation_lags + 1 + int(np.ceil(COHERENT_HALO * fs)))
+
+    def max_uncertainty(self, settings: SpiirSettings) -> float:
+        return TIMING
+
+    def work_bytes(self, settings: SpiirSettings, read_samples: int) -> int:
         """Kernel working memory of one task (upper bound): every detector's float32 filter input,
         kept for the coherent stage, and per pass of ``search.batch`` templates their complex64 SNR
         series with the float32 magnitudes, masks and peak scratch the trigger search makes of them
         (28 bytes per template and sample, measured 26 on an H200)."""
-        return (4 * n_ifos + 28 * campaign.search.batch) * read_samples + SPIIR_FIXED_BYTES
+        return (4 * len(settings.ifos) + 28 * settings.batch) * read_samples + SPIIR_FIXED_BYTES
 
-    def process(self, campaign: Campaign, ifos: tuple[str, ...], backend: str, resources: dict,
-                spec: ChunkSpec) -> ChunkResult:
-        search = campaign.search
+    def task_cost(self, settings: SpiirSettings, read_samples: int) -> float:
+        return read_samples * len(settings.ifos) * 100.0 * (1 + settings.network.slides / 100)
 
-        filtered = {}  # each detector's filter input, made once for triggers and the coherent stage
+    def memory_knobs(self, settings: SpiirSettings) -> dict:
+        return {"search.batch": (settings.batch, lambda batch: replace(settings, batch=batch))}
 
-        def search_one(series):
-            bank = _bank(*resources["banks"][series.ifo])
-            cond = series.cond
-            filtered[series.ifo] = filter_input(cond)
-            trig = find_triggers(filtered[series.ifo], cond.valid, bank, threshold=search.threshold,
-                                 cluster_window=int(round(search.cluster_window * bank.sample_rate)),
-                                 batch=search.batch, own=series.own, origin=spec.read_start)
-            frame = pd.DataFrame({
-                "ifo": series.ifo,
-                "sample": trig.peak + spec.read_start,
-                "merger": trig.merger + spec.read_start,
-                "template": trig.template,
-                "mass1": bank.mass1[trig.template],
-                "mass2": bank.mass2[trig.template],
-                "snr": trig.snr,
-                "phase": trig.phase,
-                "chisq": trig.chisq,
-                "rank": reweighted_snr(trig.snr, trig.chisq),
-            })
-            return frame, {}
+    def bank_psds(self, settings: SpiirSettings, context: PrepareContext) -> dict:
+        """The PSD each detector's bank is built for: measured from the store's first
+        ``psd_seconds`` of the span as the chunks will whiten it, or a design curve."""
+        fs, cond = settings.sample_rate, settings.conditioning
+        psds = {}
+        for ifo in settings.ifos:
+            if settings.psd == "data":
+                measured = store_psd(context.store, ifo, start=context.span_start, seconds=settings.psd_seconds,
+                                     segment=cond.psd_segment, dq_required=context.dq_required,
+                                     zero_gap=context.zero_gap)
+                psds[ifo] = effective_psd(measured, fs, int(round(cond.filter_duration * fs)), cond.f_low, cond.f_high)
+            else:
+                psds[ifo] = design(settings.psd, fs)
+        return psds
 
-        def network(series, triggers):
-            meta = read_meta(campaign.data.store)
-            fs = meta.sample_rate
-            net = ChunkNetwork(
-                ifos=tuple(s.ifo for s in series), x=[filtered[s.ifo] for s in series],
-                valid=[s.cond.valid for s in series], banks=[_bank(*resources["banks"][s.ifo]) for s in series],
-                read_start=spec.read_start, own=series[0].own, sample_rate=fs,
-                gps=float(sample_times(GPSTime.parse(meta.t0), 0.5 * (spec.start + spec.stop), fs)),
-            )
-            events, skymaps, livetime = coherent_chunk(net, triggers, coherent_settings(campaign, len(series), fs))
-            return {"events": events.assign(chunk=spec.index)}, {"skymaps": skymaps, "livetime": livetime}
+    def prepare(self, settings: SpiirSettings, context: PrepareContext) -> dict:
+        """A built bank per detector: the templates are placed once (with the placement design
+        curve, so every detector has the same templates) and the filters built for each
+        detector's PSD (:meth:`bank_psds`), on the context's CPU workers; banks and placements
+        are cached (``search.bank_cache``, default the run's ``banks/``) and reused while they match."""
+        cfg = load_bank_config(settings.bank)
+        if abs(cfg.sample_rate - settings.sample_rate) > 1e-9:
+            raise ConfigError(f"bank {settings.bank} is for {cfg.sample_rate:g} Hz but store {context.store.path} is "
+                              f"at {settings.sample_rate:g} Hz; set sample_rate in the bank file to the data's rate")
+        cache = Path(settings.bank_cache) if settings.bank_cache else context.cache
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"search.bank_cache {str(cache)!r} cannot hold banks: {exc.strerror or exc}; "
+                              "name a directory that exists or can be created") from exc
+        templates = placed_templates(cfg, design(settings.placement_psd, settings.sample_rate), cache)
+        psds = self.bank_psds(settings, context)
+        banks = {}
+        for ifo in settings.ifos:
+            path = cached_bank_path(cfg, psds[ifo], templates, cache)
+            if not path.exists():
+                build_bank(cfg, psds[ifo], parallel=context.parallel, cache=cache, templates=templates)
+            bank = load_bank(path)
+            log.info("bank %s for %s: %d templates, median overlap %.4f (%s)", cfg.name, ifo, bank.size,
+                     float(sorted(bank.overlap)[bank.size // 2]), path.name)
+            banks[ifo] = (str(path), bank.fingerprint)
+        return {"banks": banks}
 
-        return run_chunk(campaign, ifos, backend, spec, TRIGGER_COLUMNS, search_one, network)
+    def process(self, task: ChunkTask, resources: dict) -> ChunkResult:
+        spec, settings = task.spec, task.settings
+        fs = task.sample_rate
+        kept, filtered = [], {}  # each detector's series and filter input, for triggers and the coherent stage
+        with ChunkRun(task) as run:
+            for series in run.series():
+                with run.stage("search"):
+                    bank = _bank(*resources["banks"][series.ifo])
+                    cond = series.cond
+                    filtered[series.ifo] = filter_input(cond)
+                    trig = find_triggers(filtered[series.ifo], cond.valid, bank, threshold=settings.threshold,
+                                         cluster_window=int(round(settings.cluster_window * bank.sample_rate)),
+                                         batch=settings.batch, own=series.own, origin=spec.read_start)
+                    run.add(series, pd.DataFrame({
+                        "ifo": series.ifo,
+                        "sample": trig.peak + spec.read_start,
+                        "merger": trig.merger + spec.read_start,
+                        "template": trig.template,
+                        "mass1": bank.mass1[trig.template],
+                        "mass2": bank.mass2[trig.template],
+                        "snr": trig.snr,
+                        "phase": trig.phase,
+                        "chisq": trig.chisq,
+                        "rank": reweighted_snr(trig.snr, trig.chisq),
+                    }))
+                kept.append(series)
+            triggers = run.triggers(TRIGGER_COLUMNS)
+            with run.stage("network"):
+                net = ChunkNetwork(
+                    ifos=tuple(s.ifo for s in kept), x=[filtered[s.ifo] for s in kept],
+                    valid=[s.cond.valid for s in kept], banks=[_bank(*resources["banks"][s.ifo]) for s in kept],
+                    read_start=spec.read_start, own=kept[0].own, sample_rate=fs,
+                    gps=float(sample_times(GPSTime.parse(task.store.t0), 0.5 * (spec.start + spec.stop), fs)),
+                )
+                events, skymaps, livetime = coherent_chunk(net, triggers, settings.coherent)
+        return run.result(TRIGGER_COLUMNS, {"events": events.assign(chunk=spec.index)},
+                          {"skymaps": skymaps, "livetime": livetime})
 
-    def significance(self, campaign: Campaign, plan, results: list[ChunkResult]) -> Significance:
-        """Zero-lag events clustered across chunks, with FARs against every chunk's trials, in the
-        output contract's tables; the skymaps of the candidates that have one."""
-        fs, ifos = plan.sample_rate, plan.ifos
-        t0 = GPSTime.parse(plan.t0)
-        zero, trials, skymaps, livetime = gather_chunk_events(results, t0, fs)
-        # chunks clustered each trial on the first detector's read time; events near a chunk edge meet here
-        ref = zero[f"sample_{ifos[0]}"].to_numpy(np.float64)
-        keep = cluster_in_time(ref, zero["rank"].to_numpy(), campaign.coincidence.cluster_window * fs)
-        zero = zero[keep].reset_index(drop=True)
-        settings = coherent_settings(campaign, len(ifos), fs)
-        bg = trial_background(zero, trials, livetime, ifos=ifos, step=settings.step / fs, window=settings.cluster)
-        candidates, named = coherent_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
-        return Significance(bg, candidates, coherent_background_table(trials, ifos, t0, fs, settings.step / fs), named)
-
-    def merge(self, campaign: Campaign, triggers: pd.DataFrame, t0, sample_rate: float) -> pd.DataFrame:
+    def merge_triggers(self, settings: SpiirSettings, triggers: pd.DataFrame, t0, sample_rate: float) -> pd.DataFrame:
         """Cluster each (detector, template)'s triggers over the whole span, as each chunk did (a
         trigger near a chunk edge may be kept by both neighbours); ``gps_time`` is the merger time."""
-        window = campaign.search.cluster_window * sample_rate
+        window = settings.cluster_window * sample_rate
         out = []
         for _, df in triggers.groupby("ifo", sort=False):
             sample = df["sample"].to_numpy(np.int64)
@@ -239,10 +348,34 @@ class SpiirSearch:
         merged = pd.concat(out).sort_values(["ifo", "sample", "template"], kind="stable").reset_index(drop=True)
         return merged.assign(gps_time=sample_times(t0, merged["merger"].to_numpy(np.float64), sample_rate))
 
-    def coincidence_triggers(self, df: pd.DataFrame, span_start: int, sample_rate: float) -> IfoTriggers:
-        return IfoTriggers(
-            time=(df["merger"].to_numpy(np.float64) - span_start) / sample_rate,
-            uncertainty=np.full(len(df), TIMING),
-            snr=df["rank"].to_numpy(np.float64),
-            key=df["template"].to_numpy(np.int64),
-        )
+    def significance(self, settings: SpiirSettings, reduction: Reduction) -> Significance:
+        """Zero-lag events clustered across chunks (chunks clustered each trial on the first
+        detector's read time; events near a chunk edge meet here), with FARs against every chunk's
+        trials, in the output contract's tables; the skymaps of the candidates that have one."""
+        fs, ifos, t0 = reduction.sample_rate, reduction.ifos, GPSTime.parse(reduction.t0)
+        step = settings.coherent.step / fs
+        bg, trials, skymaps = chunk_trials_significance(
+            reduction.results, t0=t0, sample_rate=fs, ifos=ifos, reference=f"sample_{ifos[0]}",
+            cluster_window=settings.network.cluster_window, step=step, window=settings.coherent.cluster)
+        candidates, named = coherent_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
+        return Significance(bg, candidates, coherent_background_table(trials, ifos, t0, fs, step), named)
+
+    def statistic_series(self, settings: SpiirSettings, resources: dict, series, row: pd.Series, spec: ChunkSpec,
+                         span: tuple[int, int]):
+        """The candidate's template filtered in this detector: |z| against merger time, over the
+        merger times ``span`` only. The filters start from rest the bank's longest template before
+        it, as the chunk's own samples do after the read start (the search's halo)."""
+        from gwbatch.spiir.filtering import filter_bank
+
+        bank = _bank(*resources["banks"][series.ifo])
+        template = int(row["template"])
+        part, delay = bank.subset(np.array([template])), int(bank.merger_delay[template])
+        x = filter_input(series.cond)
+        hi = int(np.clip(span[1] - spec.read_start + delay, 0, x.size))
+        lo = int(np.clip(span[0] - spec.read_start + delay - settings.warm, 0, hi))
+        z = np.abs(filter_bank(x[lo:hi], part.a, part.b, part.d)[0])
+        z = np.where(np.asarray(series.cond.valid)[lo:hi], z, np.nan)
+        return spec.read_start + lo + np.arange(z.size) - delay, z
+
+
+SEARCH = SpiirSearch

@@ -24,8 +24,8 @@ from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreWriter
 from gwbatch.simulate.bursts import BurstSpec, draw_burst_injections
 from gwbatch.simulate.cbc import CbcSpec, draw_cbc_injections
 from gwbatch.simulate.injections import InjectionSpec, add_injections, draw_injections
-from gwbatch.simulate.noise import colouring_filter, coloured_noise, stream_id
-from gwbatch.simulate.psd import design_psd, detector_psd_model
+from gwbatch.simulate.noise import coloured_noise, colouring_filter, stream_id
+from gwbatch.conditioning.design import design_psd, detector_psd_model
 
 DQ_ALL_PASS = 127
 

@@ -1,4 +1,16 @@
-"""CUDA SPIIR filtering: one warp per (template, filter part, time segment).
+"""CUDA SPIIR filtering: ``spiir_pass<F>`` (one warp per template, filter part and time segment)
+and ``spiir_scan`` (the states carried across time segments).
+
+What it computes (the contract of :mod:`gwbatch.spiir.filtering`).  For whitened data ``x``
+(float32, ``n`` samples) and a packed bank of ``T`` templates of up to ``L`` filters (``a``, ``b``
+complex64 and ``d`` int32, ``(T, L)``; unused slots have ``b = 0``), the bank's output ``z``
+(complex64, ``(T, n)``) with ``y_l[k] = a_l y_l[k-1] + b_l x[k - d_l]`` (zero state and zero ``x``
+before sample 0) and ``z_t[k] = sum_l y_l[k]``.  The kernel's arrays are the bank
+packed per warp part (:func:`packed_bank`: ``c``, ``b``, ``g`` complex64 and ``d`` int32, ``(W, 32 F)``),
+the four shifted copies of ``x`` (:func:`shifted_input`) and ``out`` (complex64, ``(W, n_pad)``, one
+row per warp part; a template's parts are summed afterwards).
+
+CPU twin: :func:`gwbatch.spiir.filtering.filter_bank_numba` (float32, the same second-order form).
 
 Arithmetic.  Each filter ``y[k] = a y[k-1] + b x[k-d]`` runs as the real second-order recurrence
 of its two poles ``a``, ``conj(a)`` (:func:`~gwbatch.spiir.filtering.coefficients`):
@@ -7,9 +19,7 @@ template's sum, 6 FP32 instructions against the complex recurrence's 8 (2 multip
 for ``a y``, 2 adds), and the state's dependency chain is one FMA per sample instead of two.  The
 price is precision: rounding ``c1`` (close to 2 for slow, low-frequency poles) moves the pole by
 ~6e-8 / sin(arg a), so a filter's relative error grows to ~6e-8 / (sin(arg a) (1 - |a|)) against the
-complex form's ~3e-8 / (1 - |a|); over whole templates of the one-day BNS bank the output is within
-3e-5 of its peak of a float64 filter (the complex form in complex64: 4e-7), against the ~1% mismatch
-of the construction itself (benchmarks/RESULTS.md).
+complex form's ~3e-8 / (1 - |a|) (whole-bank figures: benchmarks/RESULTS.md).
 
 Layout.  A template's filters are spread over a warp, ``F`` per thread (``F`` = 1..16, a template
 class), so a warp holds up to ``32 F`` filters.  Each thread keeps its filters' coefficients, input
@@ -188,10 +198,16 @@ __global__ void spiir_scan(const float2* __restrict__ c, const float2* __restric
 NB = 16
 THREADS = 128
 CLASSES = (1, 2, 4, 8, 16)  # filters per thread
+#: NVRTC options of every compile (the compile test passes them to nvcc as well).
+OPTIONS = ("-std=c++17",)
 
 
 def pass_name(f: int) -> str:
     return f"spiir_pass<{f}>"
+
+
+#: The kernels every compile instantiates: one pass per class, and the scan.
+NAME_EXPRESSIONS = tuple(pass_name(f) for f in CLASSES) + ("spiir_scan",)
 
 
 #: Compile-time tuning (benchmarks/spiir_kernel.py --define times others): GROUP, the filters whose
@@ -207,12 +223,17 @@ def source() -> str:
 def _compiled(text: str):
     import cupy
 
-    return cupy.RawModule(code=text, options=("-std=c++17",),
-                          name_expressions=tuple(pass_name(f) for f in CLASSES) + ("spiir_scan",))
+    return cupy.RawModule(code=text, options=OPTIONS, name_expressions=NAME_EXPRESSIONS)
 
 
 def _module():
     return _compiled(source())
+
+
+def compile_cases() -> list[tuple[str, str, tuple[str, ...]]]:
+    """What tests/test_cuda_compile.py compiles with nvcc, as :func:`_module` compiles it:
+    ``(label, source, name expressions)``."""
+    return [("spiir_pass + spiir_scan", source(), NAME_EXPRESSIONS)]
 
 
 def filters_per_thread(n_filters: int) -> int:
@@ -251,7 +272,6 @@ def launch_plan(n_templates: int, n_filters: int, n_pad: int) -> tuple[int, int]
         f = filters_per_thread(n_filters)
         warps = n_templates * -(-n_filters // (32 * f))
         return f, int(max(1, min(-(-8 * sms // warps), n_pad // 4096)))
-    # Measured on an H200: 1 template x 32..512 filters x 4096 samples is fastest with ~32 segments.
     return 1, int(max(1, min(-(-4 * sms // warps), n_pad // 128)))
 
 

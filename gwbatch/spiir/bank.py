@@ -20,7 +20,13 @@ from gwbatch.conditioning.psd import PSD
 from gwbatch.config import BankConfig
 from gwbatch.errors import ConfigError
 from gwbatch.spiir.construct import autocorrelation, construct, whitened_template
-from gwbatch.spiir.placement import Metric, Region, Space, grid_placement, stochastic_placement
+from gwbatch.spiir.placement import (
+    Metric,
+    Region,
+    Space,
+    grid_placement,
+    stochastic_placement,
+)
 from gwbatch.waveforms import Template, frequency_domain
 from gwbatch.waveforms.taylorf2 import chirp_time, isco_frequency
 

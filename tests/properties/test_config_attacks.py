@@ -1,7 +1,8 @@
 """Structured attacks on the configuration boundary (issue 22): alias bombs, deep nesting, encodings,
 control characters, long names and paths, numeric extremes, booleans and texts for numbers, duplicate
 keys.  Each case is a campaign file read by :func:`gwbatch.config.load_run` (some with ``--set``
-items), then :func:`gwbatch.config.physical_bounds` at a sample rate when it loads.  Every case ends
+items), then :func:`gwbatch.config.physical_bounds` and the search's ``check_rate`` at a sample rate
+when it loads.  Every case ends
 with a valid campaign or a :class:`ConfigError` (a :class:`DataError` for an impossible rate) whose
 message is short and has no traceback; no case takes 10 s; the process's peak RSS stays under 2 GiB.
 
@@ -30,14 +31,15 @@ from gwbatch.config import (
     MAX_PATH,
     MAX_YAML_DEPTH,
     MAX_YAML_NODES,
-    SEARCH_MODELS,
     Campaign,
     Suite,
     load_run,
     physical_bounds,
+    search_sections,
 )
 from gwbatch.config.strict import _expectation
 from gwbatch.errors import ConfigError, DataError
+from gwbatch.searches import get_search
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_TEXT = (ROOT / "configs/demo.yaml").read_text()
@@ -72,8 +74,9 @@ def _leaves(model, prefix: str = "") -> list[tuple[str, str]]:
 
 
 #: (search kind, dotted key, kind) of every checked leaf, for each search kind.
-LEAVES = sorted({(kind, key, what) for kind in SEARCH_MODELS for key, what in _leaves(Campaign)}
-                | {(kind, f"search.{key}", what) for kind, model in SEARCH_MODELS.items() for key, what in _leaves(model)})
+LEAVES = sorted({(kind, key, what) for kind in search_sections() for key, what in _leaves(Campaign)}
+                | {(kind, f"search.{key}", what) for kind, model in search_sections().items()
+                   for key, what in _leaves(model)})
 NUMERIC = [leaf for leaf in LEAVES if leaf[2] in ("number", "numbers")]
 PATHS = [leaf for leaf in LEAVES if leaf[2] == "path"]
 assert len(NUMERIC) > 50 and {k for _, k, _ in PATHS} >= {"data.store", "output.dir", "search.bank"}
@@ -94,6 +97,7 @@ def attempt(data: bytes, overrides: tuple[str, ...] = (), rate: float | None = N
         if rate is not None:
             for campaign in getattr(loaded, "members", {"": loaded}).values():
                 physical_bounds(campaign, rate)
+                get_search(campaign.search.kind).check_rate(campaign.search, rate)
         result = loaded
     except (ConfigError, DataError) as exc:
         result = exc

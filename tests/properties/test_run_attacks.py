@@ -7,7 +7,7 @@ foreign file), with the settings pushed to their edges (``--set`` of extreme and
 Every case ends with a known exit status and one message, never a traceback; a case that exits
 0 has exactly the tables of the untouched run (never a wrong or partial result), and nothing
 outside the output directory changes.  Each case runs in this process (in-process cluster) in
-well under 10 s; the process stays under 2 GiB.  ``MAX_EXAMPLES`` (300) cases take about 40 s on
+well under 10 s; the process stays under 2 GiB.  ``MAX_EXAMPLES`` (150) cases take about 25 s on
 the 2-core development machine; about a tenth complete (exit 0), the others end with each of the
 refusals (``--hypothesis-show-statistics`` counts them).
 """
@@ -35,7 +35,7 @@ from tests.properties.test_store_fuzz import attack, attacks
 from workflow.cli import main
 
 FS, SECONDS, CHUNK, IFOS = 256, 64, 16 * 256, ("H1", "L1")
-MAX_EXAMPLES = 300
+MAX_EXAMPLES = 150
 EXITS = {0: "complete", 2: "configuration", 3: "data", 4: "output", 5: "chunks failed"}
 TABLES = ("candidates.parquet", "triggers.parquet", "background.parquet", "gates.parquet")
 OWN = (".gwbatch-run", ".gwbatch-lock", "run.json", "chunks", "parts.jsonl", "manifest.json", "candidates.parquet",

@@ -3,7 +3,7 @@
 Order ``k`` has ``nside = 2**k`` and ``12 * 4**k`` equal-area pixels: order 5 is the seeds' 12288
 directions, order 7 196608.  A direction is the pixel centre, as right ascension and declination
 (an equatorial grid: a pixel's (ra, dec) is fixed on the sky, so the Earth-fixed geometry is
-recomputed per GPS time in :mod:`gwbatch.coherent.network`).
+recomputed per GPS time in :mod:`gwbatch.sky.network`).
 """
 
 from __future__ import annotations

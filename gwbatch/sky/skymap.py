@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 #: Likelihood temperature of the skymaps, from the P-P test (module docstring).
 TEMPERATURE = 3.25
 

@@ -1,4 +1,5 @@
-"""Building SPIIR banks: place, build every template on the cluster's CPU workers, pack, cache.
+"""Building SPIIR banks: place, build every template (in parallel where the caller gives a map over
+CPU workers), pack, cache.
 
 A built bank is cached as ``CACHE/<name>-<construction>-<PSD>.h5``: what it is built from (the bank
 configuration, its templates, the construction version) and the PSD its filters are for.  A cached
@@ -17,6 +18,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -24,12 +26,9 @@ from gwbatch.conditioning import psd as psd_mod
 from gwbatch.config import BankConfig
 from gwbatch.errors import GwbatchError
 from gwbatch.io.banks import load_bank, read_bank_file, read_bank_psd, save_bank
-from gwbatch.io.store import dq_sample_mask, read_dq, read_meta, read_strain
-from gwbatch.searches.common import zero_gap_mask, zero_gap_samples
+from gwbatch.io.span import read_span
 from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place
 from gwbatch.waveforms import Template
-from workflow.cluster import Cluster
-from workflow.execute import run_tasks
 
 log = logging.getLogger("gwbatch")
 BATCH = 8  # templates per task: a few seconds of work for BNS, well above Dask's per-task overhead
@@ -39,20 +38,18 @@ class BankBuildFailed(GwbatchError):
     exit_code = 5
 
 
-def store_psd(store: str | Path, ifo: str, *, start: int = 0, seconds: float = 512.0, segment: float = 4.0,
-              dq_flags: tuple[str, ...] = ("DATA",), zero_gap: float | None = 0.01) -> psd_mod.PSD:
-    """Welch-median PSD of up to ``seconds`` of a store's science data for ``ifo``, from sample
-    ``start``; non-finite samples and runs of exact zeros of at least ``zero_gap`` s are left out,
-    as the chunks leave them out (:func:`gwbatch.searches.common.conditioned_series`)."""
-    meta = read_meta(store)
-    fs = meta.sample_rate
-    stop = min(meta.n_samples, start + int(seconds * fs))
-    x = read_strain(meta, [ifo], start, stop)[0].astype(np.float64)
-    valid = np.isfinite(x) & dq_sample_mask(read_dq(meta, [ifo])[0], meta.dq_mask(dq_flags), start, stop, fs)
-    shortest = zero_gap_samples(zero_gap, fs)
-    if shortest is not None:
-        valid &= ~zero_gap_mask(meta, ifo, x, shortest, start)
-    return psd_mod.estimate(np.where(valid, x, 0.0), valid, fs, segment, f"{ifo} data in {meta.path}")
+def store_psd(store, ifo: str, *, start: int = 0, seconds: float = 512.0, segment: float = 4.0,
+              dq_required: int = 1, zero_gap: int | None = None) -> psd_mod.PSD:
+    """Welch-median PSD of up to ``seconds`` of a store's data for ``ifo`` (``store``: a
+    :class:`~gwbatch.io.store.StoreMeta`) from sample ``start``, of the samples a chunk counts as
+    data (:func:`gwbatch.io.span.read_span`: finite, the DQ bits ``dq_required`` set, not in a run
+    of ``zero_gap`` exact zeros)."""
+    fs = store.sample_rate
+    stop = min(store.n_samples, start + int(seconds * fs))
+    span = read_span(store, [ifo], start, stop, dq_required=dq_required, zero_gap=zero_gap)
+    x = span.strain[0].astype(np.float64)
+    valid = span.valid[0]
+    return psd_mod.estimate(np.where(valid, x, 0.0), valid, fs, segment, f"{ifo} data in {store.path}")
 
 
 #: Changes whenever placement would place different points for the same configuration.
@@ -109,11 +106,23 @@ def _build_batch(cfg: BankConfig, psd: psd_mod.PSD, item: tuple[int, list]):
     return k, [build_template(t, cfg, psd) for t in batch]
 
 
-def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, cluster: Cluster | None = None,
-               cache: str | Path | None = None, templates: list[Template] | None = None,
-               progress: bool = True) -> tuple[FilterBank, Path | None]:
+def in_process(fn: Callable, args: tuple, items: list, *, desc: str, failure: Callable):
+    """``fn(*args, item)`` for each item in this process (the default map of :func:`build_bank`)."""
+    for item in items:
+        try:
+            yield fn(*args, item)
+        except GwbatchError:
+            raise
+        except Exception as exc:
+            raise failure(item, exc) from exc
+
+
+def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, parallel: Callable = in_process,
+               cache: str | Path | None = None, templates: list[Template] | None = None) -> tuple[FilterBank, Path | None]:
     """The built bank for ``psd`` and where it is cached: from the cache when present, else placed
-    (unless ``templates`` are given) and built on ``cluster`` (in this process when None)."""
+    (unless ``templates`` are given) and built by ``parallel(fn, args, items, desc=, failure=)``,
+    a map over CPU workers (:class:`gwbatch.searches.base.PrepareContext`; in this process by
+    default)."""
     if templates is None:
         templates = place(cfg, psd, read_bank_file(cfg.file) if cfg.file else None)
     path = cached_bank_path(cfg, psd, templates, cache) if cache else None
@@ -128,12 +137,7 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, cluster: Cluster | None = N
         return BankBuildFailed(f"building bank {cfg.name} failed near template ({t.mass1:.3f}, {t.mass2:.3f}): "
                                f"{type(exc).__name__}: {exc}")
 
-    done: dict[int, list] = {}
-    tasks = run_tasks(cluster or Cluster(None, "in-process", 1, None, "numpy"), _build_batch, (cfg, psd), items,
-                      key=lambda item: f"bank-{cfg.name}-{item[0]}-{id(items)}", failure=failure, desc="templates",
-                      progress=progress)
-    for k, built in tasks:
-        done[k] = built
+    done = dict(parallel(_build_batch, (cfg, psd), items, desc="templates", failure=failure))
     bank = pack([bt for k in sorted(done) for bt in done[k]], cfg, psd, templates)
     if path is not None:
         save_bank(bank, path)

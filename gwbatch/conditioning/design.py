@@ -25,7 +25,7 @@ from gwbatch.errors import ConfigError
 
 @functools.cache
 def _aligo_table() -> tuple[np.ndarray, np.ndarray]:
-    text = resources.files("gwbatch.simulate").joinpath("data/aLIGO_ZeroDetHighPower_asd.txt").read_text()
+    text = resources.files("gwbatch.conditioning").joinpath("data/aLIGO_ZeroDetHighPower_asd.txt").read_text()
     table = np.loadtxt(text.splitlines())
     return np.log(table[:, 0]), np.log(table[:, 1])
 
