@@ -34,9 +34,16 @@ class GPSTime:
 
     @classmethod
     def parse(cls, value: "GPSTime | str | int | float | Decimal") -> "GPSTime":
-        """From a decimal string, an int, a Decimal or (rounded to the nanosecond) a float."""
+        """From a decimal string, an int, a Decimal, LAL's ``LIGOTimeGPS`` (exactly), a numpy
+        scalar or (rounded to the nanosecond) a float."""
         if isinstance(value, GPSTime):
             return value
+        if hasattr(value, "gpsSeconds") and hasattr(value, "gpsNanoSeconds"):  # lal.LIGOTimeGPS
+            return cls(0, 0).add_ns(int(value.gpsSeconds) * _NS + int(value.gpsNanoSeconds))
+        if isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0:
+            value = value.item()
+        if isinstance(value, bool):
+            raise DataError(f"not a GPS time: {value!r} (expected e.g. '1126259446.0')")
         try:
             d = Decimal(str(value)) if not isinstance(value, Decimal) else value
         except InvalidOperation as exc:

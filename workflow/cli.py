@@ -3,6 +3,7 @@
     gwbatch simulate --ifos H1,L1,V1 --duration 1024 --sample-rate 2048 --seed 1 --out data/sim.zarr
     gwbatch ingest gwosc H-H1_LOSC_4_V2-1126259446-32.hdf5 L-L1_LOSC_4_V2-1126259446-32.hdf5 --out data/gw150914.zarr
     gwbatch ingest sigproc pulsar.tim --out data/pulsar.zarr
+    gwbatch ingest frames 'frames/*.gwf' --channel H1:GDS-CALIB_STRAIN --channel L1:GDS-CALIB_STRAIN --sample-rate 4096 --out data/o3.zarr
     gwbatch info data/sim.zarr
     gwbatch seal data/sim.zarr
     gwbatch bank place configs/banks/bns.yaml --psd aLIGO --out banks/bns-templates.h5
@@ -137,6 +138,25 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_ingest(args) -> int:
+    if args.format != "frames" and (args.channel or args.sample_rate is not None):
+        raise ConfigError(f"--channel and --sample-rate are for 'ingest frames', not 'ingest {args.format}'")
+    if args.format == "frames":
+        from workflow.ingest import ingest_channels
+
+        if args.workers is not None and args.workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+        summary = ingest_channels(
+            args.files, args.channel or [], args.out, sample_rate=args.sample_rate, overwrite=args.overwrite,
+            workers=args.workers, cluster_kind="in-process" if args.workers == 1 else "local",
+            progress=not args.no_progress,
+        )
+        plan = summary.plan
+        rates = ", ".join(f"{ifo} {plan.native_rates[ifo]} Hz" for ifo in plan.ifos)
+        print(f"read {summary.files} files ({summary.bytes_read / 1e6:.1f} MB; {rates}) -> "
+              f"{plan.sample_rate} Hz, GPS {plan.t0} + {plan.n_samples / plan.sample_rate:g} s"
+              + (f"; resumed ({summary.blocks_resumed} blocks were written)" if summary.blocks_resumed else ""))
+        print(f"wrote {summary.path}")
+        return 0
     if args.format == "gwosc":
         from gwbatch.io.gwosc import ingest_gwosc
 
@@ -310,10 +330,21 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--overwrite", action="store_true", help="replace an existing store")
     sim.set_defaults(func=cmd_simulate)
 
-    ing = sub.add_parser("ingest", help="convert GWOSC HDF5 or SIGPROC files into a store")
-    ing.add_argument("format", choices=("gwosc", "sigproc"))
-    ing.add_argument("files", nargs="+", type=Path)
+    ing = sub.add_parser("ingest", help="convert GWF frames, gwpy or GWOSC HDF5, or SIGPROC files into a store")
+    ing.add_argument("format", choices=("frames", "gwosc", "sigproc"),
+                     help="frames: GWF frame files or gwpy HDF5 files of named channels (--channel); gwosc: GWOSC/LOSC "
+                          "HDF5 strain files; sigproc: one dedispersed SIGPROC .tim series")
+    ing.add_argument("files", nargs="+",
+                     help="input files; for frames also glob patterns (quoted) and LAL cache files")
     ing.add_argument("--out", type=Path, required=True, help="store path (a Zarr directory)")
+    ing.add_argument("--channel", action="append", metavar="IFO:NAME",
+                     help="frames: a detector's channel, e.g. H1:GDS-CALIB_STRAIN (repeat, one per detector)")
+    ing.add_argument("--sample-rate", type=int, metavar="HZ",
+                     help="frames: the analysis rate; each detector is resampled to it with a stated anti-alias "
+                          "filter (default: the channels' common rate)")
+    ing.add_argument("--workers", type=int,
+                     help="frames: worker processes of the local Dask cluster (default one per core; 1: no Dask)")
+    ing.add_argument("--no-progress", action="store_true", help="frames: no progress bars")
     ing.add_argument("--name", help="series name for a SIGPROC series (default: from the telescope id)")
     ing.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ing.set_defaults(func=cmd_ingest)
@@ -383,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"
         left = ("finished chunks are checkpointed (rerun with --resume)" if args.command == "run"
+                else "written blocks are kept: the same command resumes" if getattr(args, "format", "") == "frames"
                 else "nothing partial is left")
         print(f"gwbatch: {what}; {left}", file=sys.stderr)
         return getattr(exc, "exit_code", 130)

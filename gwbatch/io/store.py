@@ -27,7 +27,8 @@ table first, so a chunk edited, swapped with another or deleted after the store 
 A store is written under a temporary name (``.NAME.partial-PID``, holding an owner file with the
 host and PID) and renamed into place by :meth:`StoreWriter.commit`: an interrupted write never
 leaves a store that looks complete, and the next writer of the same path removes partial
-directories whose process on this host is gone.
+directories whose process on this host is gone.  A resumable ingest writes ``.NAME.resume-KEY``
+instead, kept when interrupted and taken over by the next ingest with the same inputs.
 """
 
 from __future__ import annotations
@@ -353,7 +354,10 @@ class StoreWriter:
     """Create a store; write strain and DQ region by region; :meth:`commit` to publish it.
 
     Use as a context manager: leaving the block by an exception (``KeyboardInterrupt``, or the
-    exception a SIGTERM handler raises) deletes the partial store.
+    exception a SIGTERM handler raises) deletes the partial store.  A resumable writer
+    (``resume_key``: a digest of everything the store is made from) writes ``.NAME.resume-KEY``
+    instead, keeps it when interrupted, and takes it over (:attr:`resumed`) when the same key comes
+    again; bad input (:class:`DataError`) still removes it.
     """
 
     def __init__(
@@ -368,6 +372,7 @@ class StoreWriter:
         dq_bits: Iterable[str] = DQ_BITS,
         provenance: dict | None = None,
         overwrite: bool = False,
+        resume_key: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.ifos = tuple(ifos)
@@ -388,16 +393,66 @@ class StoreWriter:
         self.chunk_samples = int(min(chunk_samples, self.n_samples))
         self.dq_bits = _check_dq_bits(list(dq_bits), "dq_bits")
         self.overwrite = overwrite
-        self._tmp = self.path.parent / f".{self.path.name}.partial-{os.getpid()}"
+        self.resume_key = resume_key
+        self.resumed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_partials(self.path)
-        if self._tmp.exists():  # this process's own, from a writer never finished
+        if resume_key is not None:
+            self._tmp = self.path.parent / f".{self.path.name}.resume-{resume_key[:16]}"
+            if self._reopen():
+                return
+        else:
+            self._tmp = self.path.parent / f".{self.path.name}.partial-{os.getpid()}"
+        if self._tmp.exists():  # this process's own, from a writer never finished; or a stale resume
             shutil.rmtree(self._tmp)
         try:
             self._create(provenance)
         except BaseException:
             self.abort()
             raise
+
+    def _reopen(self) -> bool:
+        """Resumable writers: take over the partial store of an earlier writer with the same key
+        that is gone (True), or refuse one that still runs.  A partial store whose attributes do
+        not match this writer's is not reused (False)."""
+        if not self._tmp.is_dir() or self._tmp.is_symlink():
+            return False
+        try:
+            owner = json.loads((self._tmp / _OWNER).read_text())
+            pid, host = int(owner["pid"]), owner.get("host")
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        if host == socket.gethostname() and pid != os.getpid() and _pid_alive(pid):
+            raise OutputError(f"{self.path} is being written by process {pid} on this host ({self._tmp}); "
+                              f"wait for it or stop it")
+        try:
+            group = zarr.open_group(self._tmp, mode="r+", zarr_format=3, use_consolidated=False)
+            attrs = dict(group.attrs)
+            strain, dq = group["strain"], group["dq"]
+        except Exception:
+            return False
+        same = (attrs.get("sample_rate") == self.sample_rate and attrs.get("t0") == str(self.t0)
+                and attrs.get("ifos") == list(self.ifos) and attrs.get("dq_bits") == list(self.dq_bits)
+                and strain.shape == (len(self.ifos), self.n_samples) and strain.chunks == (1, self.chunk_samples))
+        if not same:
+            return False
+        (self._tmp / _OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+        self._group, self._strain, self._dq = group, strain, dq
+        self.resumed = True
+        return True
+
+    @property
+    def partial(self) -> Path:
+        """The directory being written (renamed to :attr:`path` by :meth:`commit`)."""
+        return self._tmp
+
+    @property
+    def strain_path(self) -> str:
+        """The strain array of the partial store: worker processes write whole chunks of it."""
+        return str(self._tmp / "strain")
+
+    def set_provenance(self, provenance: dict) -> None:
+        self._group.attrs["provenance"] = provenance
 
     def _create(self, provenance: dict | None) -> None:
         os.mkdir(self._tmp)
@@ -490,8 +545,19 @@ class StoreWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.abort()
+        if exc_type is None:
+            return
+        if self.resume_key is not None and not issubclass(exc_type, (DataError, OutputError)):
+            _drain_zarr()  # interrupted: the partial store stays for the same command to resume
+            return
+        self.abort()
+
+
+def write_partial_strain(strain_path: str, row: int, start: int, values: np.ndarray) -> None:
+    """Write ``values`` (whole store chunks, as float32) at sample ``start`` of row ``row`` of a
+    partial store's strain array (:attr:`StoreWriter.strain_path`): how worker processes write
+    distinct chunks of one store at once."""
+    zarr.open_array(strain_path, mode="r+")[row, start: start + values.size] = np.asarray(values, dtype=np.float32)
 
 
 def file_sha256(path: str | os.PathLike) -> str:

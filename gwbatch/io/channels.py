@@ -1,0 +1,341 @@
+"""From pieces of named channels (GWF frames, gwpy files, in-memory series) to a strain store.
+
+:func:`plan_ingest` decides everything before a sample is read: per detector its channel, native
+rate and :class:`~gwbatch.io.resample.Resampler`; the store's start (the earliest piece), rate and
+length; where each piece's samples go; which overlaps must be compared; and the blocks of whole
+store chunks that tasks write.  :func:`ingest_block` is one task: it reads the pieces its chunks
+need (each once), resamples chunk by chunk with the filter's halo and writes every chunk that
+holds a finite sample.  Unwritten store chunks read as NaN, so a gap between frames is masked,
+and a NaN input sample makes NaN every output its filter reaches: no sample near a gap is used.
+
+Rules (each refused with a one-line :class:`~gwbatch.errors.DataError`):
+
+- one whole-Hz rate per detector; every piece starts on its detector's sample grid counted from
+  the store's start, so the grids of all files line up;
+- pieces of one detector that overlap must hold the same samples where they overlap
+  (:func:`compare_overlap`); the first is kept;
+- every requested channel is found in some file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from gwbatch.errors import DataError
+from gwbatch.gpstime import GPSTime
+from gwbatch.io.frames import Channel, FileScan, Piece, header_piece, read_piece
+from gwbatch.io.resample import Resampler
+from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, MAX_STORE_SECONDS, write_partial_strain
+
+_NS = 1_000_000_000
+#: Input samples (float64) a block task aims to read: its memory is about twice this in bytes × 8.
+BLOCK_INPUT_SAMPLES = 1 << 27
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A piece placed in its detector's native sample index (counted from the store's start):
+    it covers ``[start, start + n)`` and gives ``[start + skip, start + n)`` (``skip`` > 0 where an
+    earlier piece already covers its first samples)."""
+
+    piece: Piece
+    start: int
+    skip: int = 0
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.piece.n_samples
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Native samples ``[start, stop)`` held by both ``first`` and ``second``: they must agree."""
+
+    ifo: str
+    first: Placed
+    second: Placed
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class Block:
+    """Store chunks ``[first, stop)`` of detector ``ifo`` (store row ``row``): one task."""
+
+    index: int
+    ifo: str
+    row: int
+    first: int
+    stop: int
+
+
+@dataclass(frozen=True, eq=False)
+class IngestPlan:
+    """Everything an ingest writes, decided from the files' headers."""
+
+    ifos: tuple[str, ...]
+    channels: dict[str, str]
+    native_rates: dict[str, int]
+    sample_rate: int
+    t0: GPSTime
+    n_samples: int
+    chunk_samples: int
+    resamplers: dict[str, Resampler]
+    placed: dict[str, tuple[Placed, ...]]
+    overlaps: tuple[Overlap, ...]
+    blocks: tuple[Block, ...]
+
+    @property
+    def n_seconds(self) -> int:
+        return int(math.ceil(self.n_samples / self.sample_rate))
+
+
+def _grid_offset(piece: Piece, t0: GPSTime) -> int:
+    """The native sample index of ``piece``'s start counted from ``t0``; refused off the grid."""
+    delta = piece.t0.total_ns - t0.total_ns
+    if (delta * piece.sample_rate) % _NS:
+        raise DataError(
+            f"{piece.path}: channel {piece.channel} starts at GPS {piece.t0}, not a whole number of "
+            f"{piece.sample_rate} Hz samples after the store's start {t0} (the earliest file): the files' "
+            f"sample grids do not line up"
+        )
+    return delta * piece.sample_rate // _NS
+
+
+def _place(ifo: str, pieces: list[Piece], t0: GPSTime) -> tuple[list[Placed], list[Overlap]]:
+    rates = sorted({p.sample_rate for p in pieces})
+    if len(rates) > 1:
+        a = next(p for p in pieces if p.sample_rate == rates[0])
+        b = next(p for p in pieces if p.sample_rate == rates[-1])
+        raise DataError(f"{ifo}: {a.path} holds {a.channel} at {rates[0]} Hz but {b.path} at {rates[-1]} Hz; "
+                        f"one detector's files must share one rate")
+    placed, overlaps, reach = [], [], None
+    for piece in sorted(pieces, key=lambda p: (p.t0, str(p.path), p.frame)):
+        start = _grid_offset(piece, t0)
+        here = Placed(piece, start)
+        if reach is not None and start < reach.stop:
+            overlaps.append(Overlap(ifo, reach, here, start, min(reach.stop, here.stop)))
+            here = Placed(piece, start, min(piece.n_samples, reach.stop - start))
+        placed.append(here)
+        if reach is None or here.stop > reach.stop:
+            reach = here
+    return [p for p in placed if p.skip < p.piece.n_samples], overlaps
+
+
+def _chunk_samples(resamplers: Sequence[Resampler], wanted: int) -> int:
+    """Store chunk length: a multiple of every resampler's ``up`` (so each chunk starts at an input
+    sample), near ``wanted``."""
+    step = math.lcm(*(r.up for r in resamplers))
+    return step * max(1, round(wanted / step))
+
+
+def _blocks(plan_rows: dict[str, int], placed: dict[str, tuple[Placed, ...]], resamplers: dict[str, Resampler],
+            n_samples: int, chunk: int, rate: int, tasks: int) -> tuple[Block, ...]:
+    """Blocks of store chunks that hold data (chunks no piece reaches are never written), each
+    reading at most :data:`BLOCK_INPUT_SAMPLES`, at least ``tasks`` of them where there is work."""
+    n_chunks = -(-n_samples // chunk)
+    wanted: dict[str, list[int]] = {}
+    for ifo, pieces in placed.items():
+        r = resamplers[ifo]
+        covered = np.zeros(n_chunks, dtype=bool)
+        for p in pieces:  # output samples whose filter reaches the piece
+            lo = max(0, (p.start + p.skip - r.halo) * r.up // r.down)
+            hi = min(n_samples, -(-(p.stop + r.halo) * r.up // r.down))
+            covered[lo // chunk: -(-hi // chunk)] = True
+        wanted[ifo] = np.flatnonzero(covered).tolist()
+    total = sum(len(v) for v in wanted.values())
+    per_task = max(1, -(-total // max(1, tasks)))
+    blocks: list[Block] = []
+    for ifo, chunks in wanted.items():
+        r = resamplers[ifo]
+        limit = max(1, BLOCK_INPUT_SAMPLES // max(1, chunk * r.down // r.up))
+        size = min(per_task, limit)
+        run: list[int] = []
+        for c in chunks + [None]:
+            if run and (c is None or c != run[-1] + 1 or len(run) == size):
+                blocks.append(Block(len(blocks), ifo, plan_rows[ifo], run[0], run[-1] + 1))
+                run = []
+            if c is not None:
+                run.append(c)
+    return tuple(blocks)
+
+
+def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_rate: int | None, *,
+                chunk_samples: int = DEFAULT_CHUNK_SAMPLES, tasks: int = 1) -> IngestPlan:
+    """The ingest of ``channels`` from the scanned files, resampled to ``sample_rate`` (None: the
+    detectors' common native rate, refused if they differ), cut into about ``tasks`` blocks."""
+    by_ifo: dict[str, list[Piece]] = {c.ifo: [] for c in channels}
+    for scan in scans:
+        for piece in scan.pieces:
+            by_ifo[piece.ifo].append(piece)
+    missing = [c.name for c in channels if not by_ifo[c.ifo]]
+    if missing:
+        held = sorted({h for s in scans for h in s.held})
+        shown = ", ".join(held[:12]) + (f" and {len(held) - 12} more" if len(held) > 12 else "")
+        raise DataError(f"channel {', '.join(missing)} is in none of the {len(scans)} input files (they hold: {shown})")
+    native = {ifo: pieces[0].sample_rate for ifo, pieces in by_ifo.items()}
+    if sample_rate is None:
+        if len(set(native.values())) > 1:
+            rates = ", ".join(f"{ifo} {r} Hz" for ifo, r in native.items())
+            raise DataError(f"the detectors' rates differ ({rates}); name the analysis rate with --sample-rate")
+        sample_rate = next(iter(native.values()))
+    if not (isinstance(sample_rate, int) and 1 <= sample_rate <= 1_000_000):
+        raise DataError(f"--sample-rate {sample_rate!r} must be a whole number of Hz in [1, 1000000]")
+    t0 = min(p.t0 for pieces in by_ifo.values() for p in pieces)
+    placed: dict[str, tuple[Placed, ...]] = {}
+    overlaps: list[Overlap] = []
+    for ifo, pieces in by_ifo.items():
+        kept, found = _place(ifo, pieces, t0)
+        placed[ifo] = tuple(kept)
+        overlaps += found
+    resamplers = {ifo: Resampler(native[ifo], sample_rate) for ifo in by_ifo}
+    # The store's end: the last output sample whose time lies inside some detector's data.
+    n_samples = max(-(-p.stop * resamplers[ifo].up // resamplers[ifo].down)
+                    for ifo, ps in placed.items() for p in ps)
+    if n_samples / sample_rate > MAX_STORE_SECONDS:
+        raise DataError(f"the files span {n_samples / sample_rate:.6g} s from GPS {t0}; a store may span at most "
+                        f"{MAX_STORE_SECONDS:.0f} s (4 years): is one file's start time wrong?")
+    chunk = min(_chunk_samples(list(resamplers.values()), chunk_samples),
+                _chunk_samples(list(resamplers.values()), n_samples))
+    ifos = tuple(c.ifo for c in channels)
+    rows = {ifo: i for i, ifo in enumerate(ifos)}
+    return IngestPlan(
+        ifos=ifos, channels={c.ifo: c.name for c in channels}, native_rates=native, sample_rate=sample_rate,
+        t0=t0, n_samples=int(n_samples), chunk_samples=int(chunk), resamplers=resamplers, placed=placed,
+        overlaps=tuple(overlaps), blocks=_blocks(rows, placed, resamplers, n_samples, chunk, sample_rate, tasks),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# tasks
+
+
+Reader = Callable[[Piece], np.ndarray]
+
+
+def compare_overlap(overlap: Overlap, reader: Reader = read_piece) -> None:
+    """Refuse two pieces that hold different samples where they overlap."""
+    a = reader(overlap.first.piece)[overlap.start - overlap.first.start: overlap.stop - overlap.first.start]
+    b = reader(overlap.second.piece)[overlap.start - overlap.second.start: overlap.stop - overlap.second.start]
+    if not np.array_equal(a, b, equal_nan=True):
+        bad = int(np.flatnonzero(~((a == b) | (np.isnan(a) & np.isnan(b))))[0])
+        p, q = overlap.first.piece, overlap.second.piece
+        when = p.t0.add_samples(overlap.start - overlap.first.start + bad, p.sample_rate)
+        raise DataError(f"{p.path} and {q.path} overlap in {p.channel} for {overlap.stop - overlap.start} samples but "
+                        f"differ from GPS {when} on ({a[bad]!r} against {b[bad]!r}); drop one of them")
+
+
+def _fill(buffer: np.ndarray, start: int, pieces: Sequence[Placed], cache: dict, reader: Reader) -> None:
+    """Copy the pieces' samples that fall in ``[start, start + buffer.size)`` into ``buffer``."""
+    stop = start + buffer.size
+    for p in pieces:
+        lo, hi = max(start, p.start + p.skip), min(stop, p.stop)
+        if lo >= hi:
+            continue
+        if p.piece not in cache:
+            cache[p.piece] = reader(p.piece)
+        buffer[lo - start: hi - start] = cache[p.piece][lo - p.start: hi - p.start]
+
+
+def ingest_block(plan: IngestPlan, block: Block, strain_path: str,
+                 reader: Reader = read_piece) -> list[tuple[int, int, bytes]]:
+    """Resample and write one block's store chunks (into the partial store's strain array at
+    ``strain_path``); returns, per written chunk, ``(first second, seconds, packed bits)``: the seconds
+    of the store holding a finite sample of this detector (its DQ ``DATA`` bit)."""
+    r, fs, chunk = plan.resamplers[block.ifo], plan.sample_rate, plan.chunk_samples
+    pieces = plan.placed[block.ifo]
+    cache: dict = {}
+    seconds: list[tuple[int, bytes]] = []
+    for c in range(block.first, block.stop):
+        j0, j1 = c * chunk, min((c + 1) * chunk, plan.n_samples)
+        span = -(-(j1 - j0) // r.up) * r.up  # a whole number of filter phases
+        i0 = r.in_position(j0) - r.halo
+        x = np.full(r.in_position(span) + 2 * r.halo, np.nan)
+        _fill(x, i0, pieces, cache, reader)
+        next_start = r.in_position(j1 // r.up * r.up) - r.halo
+        for p in pieces:  # pieces no later chunk reaches: each is read once per block
+            if p.piece in cache and p.stop <= next_start:
+                del cache[p.piece]
+        y = r.block(x)[: j1 - j0]
+        finite = np.isfinite(y)
+        if not finite.any():
+            continue
+        write_partial_strain(strain_path, block.row, j0, y)
+        s0, s1 = int(j0 // fs), int(-(-j1 // fs))
+        per_second = np.zeros(s1 - s0, dtype=bool)
+        per_second[(np.flatnonzero(finite) + j0) // fs - s0] = True
+        seconds.append((s0, s1 - s0, np.packbits(per_second).tobytes()))
+    return seconds
+
+
+def unpack_seconds(first: int, n: int, packed: bytes) -> tuple[int, np.ndarray]:
+    """One entry of :func:`ingest_block`'s result as ``(first second, bool per second)``."""
+    return first, np.unpackbits(np.frombuffer(packed, dtype=np.uint8))[:n].astype(bool)
+
+
+# ---------------------------------------------------------------------------------------------
+# series already in memory (gwpy)
+
+
+def _memory_piece(name: str, series) -> tuple[Piece, np.ndarray]:
+    """A :class:`Piece` and its samples from a gwpy ``TimeSeries`` (or anything with ``value``,
+    ``t0`` or ``epoch``, and ``sample_rate`` or ``dt``)."""
+    channel = str(getattr(series, "channel", None) or getattr(series, "name", None) or name)
+    if str(name) != channel and ":" in str(name):
+        channel = str(name)  # the dictionary's key names it (gwpy's TimeSeriesDict keys are channels)
+    values = np.asarray(getattr(series, "value", series), dtype=np.float64)
+    if values.ndim != 1:
+        raise DataError(f"series {channel}: {values.ndim}-D samples; expected a 1-D time series")
+    t0 = getattr(series, "t0", None)
+    t0 = getattr(t0, "value", t0)
+    rate = getattr(series, "sample_rate", None)
+    rate = getattr(rate, "value", rate)
+    if t0 is None or rate is None:
+        raise DataError(f"series {channel} has no t0 or sample_rate (expected a gwpy TimeSeries)")
+    where = Path(f"<series {channel}>")
+    return header_piece(where, channel, GPSTime.parse(t0), 1.0 / float(rate), values.size, -2, "float64"), values
+
+
+def from_timeseries(series: dict, out: str | os.PathLike, *, sample_rate: int | None = None,
+                    overwrite: bool = False, chunk_samples: int = DEFAULT_CHUNK_SAMPLES) -> Path:
+    """Write series held in memory (a gwpy ``TimeSeriesDict``, or a dict of ``TimeSeries``, keyed by
+    ``IFO:NAME`` channel) to a strain store, resampled to ``sample_rate`` Hz (None: their common
+    rate) exactly as ``gwbatch ingest frames`` does; NaN samples are kept masked.
+
+    Example::
+
+        from gwpy.timeseries import TimeSeriesDict
+        from gwbatch.io.channels import from_timeseries
+
+        data = TimeSeriesDict.read("H-H1_GWOSC_16KHZ_R1-1126259447-32.gwf", ["H1:GWOSC-16KHZ_R1_STRAIN"])
+        from_timeseries(data, "gw150914.zarr", sample_rate=4096)
+    """
+    from gwbatch.io.frames import parse_channels
+    from gwbatch.io.store import StoreWriter
+
+    arrays: dict[Piece, np.ndarray] = {}
+    for name, s in series.items():
+        piece, values = _memory_piece(name, s)
+        arrays[piece] = values
+    channels = parse_channels([p.channel for p in arrays])
+    scans = [FileScan(p.path, "memory", (p,), int(v.nbytes), "", (p.channel,)) for p, v in arrays.items()]
+    plan = plan_ingest(scans, channels, sample_rate, chunk_samples=chunk_samples)
+    provenance = {"source": "series in memory", "channels": plan.channels, "native_rates": plan.native_rates,
+                  "resampling": {ifo: r.describe() for ifo, r in plan.resamplers.items()}}
+    with StoreWriter(out, ifos=plan.ifos, sample_rate=plan.sample_rate, t0=plan.t0, n_samples=plan.n_samples,
+                     chunk_samples=plan.chunk_samples, dq_bits=("DATA",), provenance=provenance,
+                     overwrite=overwrite) as writer:
+        dq = np.zeros((len(plan.ifos), plan.n_seconds), dtype=np.uint8)
+        for block in plan.blocks:
+            for entry in ingest_block(plan, block, writer.strain_path, reader=arrays.__getitem__):
+                first, bits = unpack_seconds(*entry)
+                dq[block.row, first: first + bits.size] |= bits.astype(np.uint8)
+        for row, ifo in enumerate(plan.ifos):
+            writer.write_dq(ifo, 0, dq[row])
+        return writer.commit()

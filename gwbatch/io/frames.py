@@ -1,0 +1,425 @@
+"""Channel files: GWF frames (through LALFrame) and gwpy's HDF5 time series, read piece by piece.
+
+Why LALFrame: it is the frame library of the LVK's own pipelines, it ships as wheels with
+lalsuite (already gwbatch's optional dependency for waveforms) and its per-frame calls
+(``XLALFrFileQueryChanType``, ``...ChanVectorLength``, ``XLALFrFileRead*TimeSeries``) let a file
+be listed before any sample is read, so a missing channel or an empty frame is refused in
+milliseconds.  gwpy would read the same frames through the same libraries with more layers.
+
+A channel is named ``IFO:NAME`` (``H1:GDS-CALIB_STRAIN``); its detector is the prefix.  Each
+frame of a file that holds the channel, or each gwpy dataset, is one :class:`Piece`: a contiguous
+run of samples at one whole-Hz rate.  Inputs are files, globs or LAL cache files
+(:func:`expand_inputs`); a file is told by its first bytes (``IGWD``: a frame; the HDF5
+signature: a gwpy file), never by its name.
+
+The boundary: every header value (start, sample spacing, sample count, data type) is range
+checked before an array is made; a missing channel, an empty frame or a file LALFrame cannot open
+is a one-line :class:`~gwbatch.errors.DataError` naming the file and the channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+from urllib.parse import unquote, urlparse
+
+import h5py
+import numpy as np
+
+from gwbatch.errors import DataError
+from gwbatch.gpstime import GPSTime, check_gps_range
+from gwbatch.io.store import MAX_SAMPLE_RATE, MAX_STORE_SECONDS, MIN_SAMPLE_RATE, file_sha256
+
+FRAME_MAGIC = b"IGWD"
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_CHANNEL_RE = re.compile(r"([A-Z][A-Z0-9]):([A-Za-z0-9_.:-]+)\Z")
+#: The most samples one piece may hold (a frame of 2**31 samples is 16 GiB of REAL8).
+MAX_PIECE_SAMPLES = 1 << 31
+#: Lines of a LAL cache file read before giving up (a 10 MB cache lists ~10^5 files).
+MAX_CACHE_LINES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A requested channel ``IFO:NAME``."""
+
+    name: str
+
+    @property
+    def ifo(self) -> str:
+        return self.name.split(":", 1)[0]
+
+
+def parse_channels(names: Iterable[str]) -> tuple[Channel, ...]:
+    """The ``--channel`` values: ``IFO:NAME``, at most one per detector."""
+    out: list[Channel] = []
+    for name in names:
+        if not isinstance(name, str) or not _CHANNEL_RE.match(name):
+            raise DataError(f"channel {name!r} is not of the form IFO:NAME with IFO a letter and a digit "
+                            f"(e.g. H1:GDS-CALIB_STRAIN)")
+        ch = Channel(name)
+        if any(c.ifo == ch.ifo for c in out):
+            other = next(c.name for c in out if c.ifo == ch.ifo)
+            raise DataError(f"channels {other} and {name} are both for {ch.ifo}; give one channel per detector")
+        out.append(ch)
+    if not out:
+        raise DataError("no --channel given; name each detector's channel, e.g. --channel H1:GDS-CALIB_STRAIN")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A contiguous run of one channel in one file: frame ``frame`` of a GWF file, a gwpy HDF5
+    dataset (``frame`` -1) or a series in memory (-2).  ``dtype``: the stored sample type."""
+
+    path: Path
+    channel: str
+    t0: GPSTime
+    sample_rate: int
+    n_samples: int
+    frame: int
+    dtype: str
+
+    @property
+    def ifo(self) -> str:
+        return self.channel.split(":", 1)[0]
+
+    @property
+    def kind(self) -> str:
+        return {-1: "hdf5", -2: "memory"}.get(self.frame, "gwf")
+
+
+@dataclass(frozen=True)
+class FileScan:
+    """What a file holds of the requested channels, with its size and SHA-256."""
+
+    path: Path
+    format: str
+    pieces: tuple[Piece, ...]
+    size: int
+    sha256: str
+    held: tuple[str, ...] = ()  # every channel the file holds (for messages)
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+
+
+def _magic(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8)
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _cache_path(entry: str, cache: Path, lineno: int) -> Path:
+    """The file of a LAL cache line's URL (``file://localhost/path``, ``file:///path`` or a path)."""
+    url = urlparse(entry)
+    if url.scheme not in ("", "file"):
+        raise DataError(f"{cache} line {lineno}: URL {entry!r} is not a local file (only file:// URLs and paths)")
+    if url.scheme == "file" and url.netloc not in ("", "localhost"):
+        raise DataError(f"{cache} line {lineno}: URL {entry!r} names host {url.netloc!r}; only localhost files are read")
+    path = Path(unquote(url.path) if url.scheme else entry)
+    return path if path.is_absolute() else cache.parent / path
+
+
+def read_cache(path: Path) -> list[Path]:
+    """The files of a LAL cache (lines ``OBSERVATORY DESCRIPTION GPS_START DURATION URL``)."""
+    files: list[Path] = []
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        lines = text.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise DataError(f"{path} is neither a GWF frame, a gwpy HDF5 file nor a LAL cache (text) file") from None
+    if len(lines) > MAX_CACHE_LINES:
+        raise DataError(f"{path}: {len(lines)} lines; a LAL cache may list at most {MAX_CACHE_LINES} files")
+    for lineno, line in enumerate(lines, 1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if len(fields) != 5 or not fields[2].isdigit() or not fields[3].replace(".", "", 1).isdigit():
+            raise DataError(f"{path} line {lineno}: {line.strip()[:80]!r} is not a LAL cache line "
+                            f"(OBSERVATORY DESCRIPTION GPS_START DURATION URL)")
+        files.append(_cache_path(fields[4], path, lineno))
+    if not files:
+        raise DataError(f"{path} is a text file listing no frame files; expected a LAL cache "
+                        f"(lines 'H H1_HOFT 1126256640 4096 file://localhost/path.gwf')")
+    return files
+
+
+def expand_inputs(items: Iterable[str | os.PathLike]) -> list[Path]:
+    """Files from ``items``: data files, glob patterns (matched, sorted) and LAL cache files
+    (their listed files); each file once, in the order given."""
+    found: dict[Path, None] = {}
+    for item in items:
+        text = os.fspath(item)
+        if not Path(text).exists() and glob.has_magic(text):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise DataError(f"pattern {text!r} matches no file")
+            paths = [Path(m) for m in matches]
+        else:
+            paths = [Path(text)]
+        for path in paths:
+            if not path.is_file():
+                raise DataError(f"input {path} does not exist or is not a file (expected GWF frames, gwpy HDF5 "
+                                f"files, globs or LAL cache files)")
+            magic = _magic(path)
+            if magic.startswith(FRAME_MAGIC) or magic == HDF5_MAGIC:
+                found.setdefault(path)
+            else:
+                for listed in read_cache(path):
+                    if not listed.is_file():
+                        raise DataError(f"{path} lists {listed}, which does not exist")
+                    found.setdefault(listed)
+    if not found:
+        raise DataError("no input files given; expected GWF frames, gwpy HDF5 files, globs or LAL cache files")
+    return list(found)
+
+
+# ---------------------------------------------------------------------------------------------
+# header checks, shared by both formats
+
+
+def _rate(spacing: float, where: str) -> int:
+    if not (np.isfinite(spacing) and spacing > 0):
+        raise DataError(f"{where}: sample spacing {spacing!r} s is not a positive number")
+    rate = 1.0 / spacing
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise DataError(f"{where}: sample spacing {spacing!r} s is {rate:g} Hz; expected {MIN_SAMPLE_RATE:g} "
+                        f"to {MAX_SAMPLE_RATE:g} Hz")
+    if abs(rate - round(rate)) > 1e-6 * rate:
+        raise DataError(f"{where}: sample rate {rate!r} Hz is not a whole number of Hz")
+    return int(round(rate))
+
+
+def header_piece(path: Path, channel: str, t0: GPSTime, spacing: float, n: int, frame: int, dtype: str) -> Piece:
+    where = f"{path}: channel {channel}" + (f" frame {frame}" if frame >= 0 else "")
+    check_gps_range(t0, f"{where}: start")
+    rate = _rate(spacing, where)
+    if n <= 0:
+        raise DataError(f"{where} holds no samples (an empty frame); drop the file or re-make it")
+    if n > MAX_PIECE_SAMPLES or n / rate > MAX_STORE_SECONDS:
+        raise DataError(f"{where}: {n} samples at {rate} Hz is more than a store may hold")
+    return Piece(path, channel, t0, rate, int(n), frame, dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# GWF through LALFrame
+
+
+def _lalframe():
+    try:
+        import lal
+        import lalframe
+    except ImportError:
+        raise DataError("reading GWF frames needs LALFrame: pip install 'gwbatch[lal]' (lalsuite)") from None
+    return lal, lalframe
+
+
+@contextlib.contextmanager
+def _quiet_lal() -> Iterator[tuple]:
+    """LAL and LALFrame with XLAL's error printing off (its errors become one-line DataErrors)."""
+    lal, lalframe = _lalframe()
+    level = lal.GetDebugLevel()
+    lal.ClobberDebugLevel(0)
+    try:
+        yield lal, lalframe
+    finally:
+        lal.ClobberDebugLevel(level)
+
+
+#: Sample types read (LAL type code: name, reader suffix); strain is real.
+_GWF_TYPES = {10: ("float32", "REAL4"), 11: ("float64", "REAL8")}
+
+
+def _open_gwf(lalframe, path: Path):
+    try:
+        return lalframe.FrFileOpenURL(str(path))
+    except RuntimeError as exc:
+        raise DataError(f"{path}: LALFrame cannot open it as a GWF frame file ({exc}): truncated or corrupt?") from None
+
+
+def gwf_channels(path: Path) -> list[str]:
+    """The channel names (ADC, processed and simulated data) in a frame file's table of contents."""
+    with _quiet_lal() as (_, lalframe):
+        try:
+            stream = lalframe.FrameUFrFileOpen(str(path), "r")
+            toc = lalframe.FrameUFrTOCRead(stream)
+            names = []
+            for count, name in ((lalframe.FrameUFrTOCQueryAdcN, lalframe.FrameUFrTOCQueryAdcName),
+                                (lalframe.FrameUFrTOCQueryProcN, lalframe.FrameUFrTOCQueryProcName),
+                                (lalframe.FrameUFrTOCQuerySimN, lalframe.FrameUFrTOCQuerySimName)):
+                names += [name(toc, i) for i in range(count(toc))]
+            del toc, stream  # the table of contents refers into the open file: drop it first
+        except RuntimeError:
+            return []
+    return names
+
+
+def _gwf_pieces(path: Path, channels: Sequence[str]) -> list[Piece]:
+    pieces: list[Piece] = []
+    with _quiet_lal() as (lal, lalframe):
+        frfile = _open_gwf(lalframe, path)
+        n_frames = lalframe.FrFileQueryNFrame(frfile)
+        if n_frames <= 0:
+            raise DataError(f"{path} holds no frames (an empty frame file)")
+        for channel in channels:
+            for frame in range(n_frames):
+                try:
+                    code = lalframe.FrFileQueryChanType(frfile, channel, frame)
+                except RuntimeError:
+                    if frame == 0:
+                        break  # not in this file
+                    raise DataError(f"{path}: channel {channel} is in frame 0 but not in frame {frame}") from None
+                if code not in _GWF_TYPES:
+                    raise DataError(f"{path}: channel {channel} holds LAL type code {code}; expected real strain "
+                                    f"(REAL4 or REAL8)")
+                dtype, suffix = _GWF_TYPES[code]
+                try:
+                    n = lalframe.FrFileQueryChanVectorLength(frfile, channel, frame)
+                    meta = getattr(lalframe, f"FrFileRead{suffix}TimeSeriesMetadata")(frfile, channel, frame)
+                except RuntimeError as exc:
+                    raise DataError(f"{path}: channel {channel} frame {frame} cannot be read ({exc})") from None
+                t0 = GPSTime(int(meta.epoch.gpsSeconds), int(meta.epoch.gpsNanoSeconds))
+                pieces.append(header_piece(path, channel, t0, float(meta.deltaT), int(n), frame, dtype))
+    return pieces
+
+
+def _read_gwf(piece: Piece) -> np.ndarray:
+    with _quiet_lal() as (_, lalframe):
+        frfile = _open_gwf(lalframe, piece.path)
+        suffix = _GWF_TYPES[11 if piece.dtype == "float64" else 10][1]
+        try:
+            series = getattr(lalframe, f"FrFileRead{suffix}TimeSeries")(frfile, piece.channel, piece.frame)
+        except RuntimeError as exc:
+            raise DataError(f"{piece.path}: channel {piece.channel} frame {piece.frame} cannot be read ({exc}): "
+                            f"a corrupt frame?") from None
+        values = np.array(series.data.data, dtype=np.float64)
+    if values.size != piece.n_samples:
+        raise DataError(f"{piece.path}: channel {piece.channel} frame {piece.frame} holds {values.size} samples, "
+                        f"its header said {piece.n_samples}")
+    return values
+
+
+def gwf_checksum_valid(path: Path) -> bool:
+    """The frame file's own checksums (FrameL's file and structure checksums) hold."""
+    with _quiet_lal() as (_, lalframe):
+        frfile = _open_gwf(lalframe, path)
+        try:
+            return bool(lalframe.FrFileCksumValid(frfile))
+        except RuntimeError:
+            return False
+
+
+# ---------------------------------------------------------------------------------------------
+# gwpy's HDF5 layout: one dataset per channel, named by it, with attributes x0 (GPS start) and dx
+
+
+def _hdf5_pieces(path: Path, channels: Sequence[str]) -> list[Piece]:
+    pieces: list[Piece] = []
+    try:
+        h5 = h5py.File(path, "r")
+    except OSError as exc:
+        raise DataError(f"cannot open {path} as HDF5 ({exc}); is the file complete?") from None
+    with h5:
+        if "strain/Strain" in h5:
+            raise DataError(f"{path} is a GWOSC strain file, not a gwpy one: ingest it with 'gwbatch ingest gwosc'")
+        for channel in channels:
+            obj = h5.get(channel)
+            if obj is None:
+                continue
+            where = f"{path}: channel {channel}"
+            if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.dtype.kind != "f":
+                raise DataError(f"{where} is not a 1-D floating-point dataset (gwpy's TimeSeries layout)")
+            missing = [a for a in ("x0", "dx") if a not in obj.attrs]
+            if missing:
+                raise DataError(f"{where} has no attribute {', '.join(missing)} (gwpy writes x0 = GPS start, "
+                                f"dx = sample spacing)")
+            try:
+                t0 = GPSTime.parse(np.asarray(obj.attrs["x0"]).item())
+                spacing = float(np.asarray(obj.attrs["dx"]).item())
+            except (DataError, TypeError, ValueError) as exc:
+                raise DataError(f"{where}: x0/dx are not numbers ({exc})") from None
+            pieces.append(header_piece(path, channel, t0, spacing, int(obj.size), -1, str(obj.dtype)))
+    return pieces
+
+
+def _read_hdf5(piece: Piece) -> np.ndarray:
+    with h5py.File(piece.path, "r") as h5:
+        values = np.asarray(h5[piece.channel][()], dtype=np.float64)
+    if values.size != piece.n_samples:
+        raise DataError(f"{piece.path}: channel {piece.channel} changed while being read")
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def file_format(path: Path) -> str:
+    magic = _magic(path)
+    if magic.startswith(FRAME_MAGIC):
+        return "gwf"
+    if magic == HDF5_MAGIC:
+        return "hdf5"
+    raise DataError(f"{path} is neither a GWF frame file nor an HDF5 file")
+
+
+def list_channels(path: Path) -> list[str]:
+    """Every channel a file holds (for error messages)."""
+    if file_format(path) == "gwf":
+        return gwf_channels(path)
+    with contextlib.suppress(OSError), h5py.File(path, "r") as h5:
+        return sorted(k for k, v in h5.items() if isinstance(v, h5py.Dataset))
+    return []
+
+
+def scan_file(path: Path, channels: Sequence[str], *, checksum: bool = True) -> FileScan:
+    """List what ``path`` holds of ``channels`` (header checks, no samples read), with its size and
+    SHA-256; a frame file's own checksums are verified too (``checksum``).  A file holding none of
+    the channels is refused, naming what it holds."""
+    fmt = file_format(path)
+    pieces = _gwf_pieces(path, channels) if fmt == "gwf" else _hdf5_pieces(path, channels)
+    if not pieces:
+        held = list_channels(path)
+        if not held:
+            raise DataError(f"{path} holds no channels (an empty frame); drop the file or re-make it")
+        shown = ", ".join(held[:8]) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
+        raise DataError(f"{path} holds none of the channels {', '.join(channels)} (it holds: {shown or 'nothing readable'})")
+    if checksum and fmt == "gwf" and not gwf_checksum_valid(path):
+        raise DataError(f"{path}: the frame file's checksum does not match its contents (a corrupt frame file)")
+    return FileScan(path, fmt, tuple(pieces), path.stat().st_size, file_sha256(path), tuple(list_channels(path)))
+
+
+def write_gwf(path: str | os.PathLike, t0: GPSTime | str | float, duration: float,
+              series: dict[str, tuple[GPSTime | str | float, float, np.ndarray]]) -> Path:
+    """Write one frame of ``duration`` s from GPS ``t0`` holding each ``channel: (start, rate,
+    samples)`` as processed data (REAL4 or REAL8, as the samples' dtype), through LALFrame."""
+    with _quiet_lal() as (lal, lalframe):
+        start = GPSTime.parse(t0)
+        frame = lalframe.FrameNew(lal.LIGOTimeGPS(start.seconds, start.nanoseconds), float(duration), "gwbatch",
+                                  0, 0, 0)
+        for channel, (first, rate, values) in series.items():
+            values = np.asarray(values)
+            first = GPSTime.parse(first)
+            kind = "REAL4" if values.dtype == np.float32 else "REAL8"
+            ts = getattr(lal, f"Create{kind}TimeSeries")(channel, lal.LIGOTimeGPS(first.seconds, first.nanoseconds),
+                                                        0.0, 1.0 / rate, lal.StrainUnit, values.size)
+            ts.data.data[:] = values
+            getattr(lalframe, f"FrameAdd{kind}TimeSeriesProcData")(frame, ts)
+        lalframe.FrameWrite(frame, os.fspath(path))
+    return Path(path)
+
+
+def read_piece(piece: Piece) -> np.ndarray:
+    """A piece's samples as float64."""
+    return _read_gwf(piece) if piece.kind == "gwf" else _read_hdf5(piece)

@@ -1,0 +1,328 @@
+"""Channel files in (issue 24): GWF frames through LALFrame and gwpy's HDF5 layout, resampled to
+the analysis rate with a stated filter, gaps masked, overlaps compared, resumable, and every bad
+file refused in one line within seconds."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.signal import welch
+
+from gwbatch.errors import DataError
+from gwbatch.gpstime import GPSTime
+from gwbatch.io.channels import from_timeseries, plan_ingest
+from gwbatch.io.frames import expand_inputs, parse_channels, scan_file, write_gwf
+from gwbatch.io.resample import PASSBAND, Resampler
+from gwbatch.io.store import read_dq, read_meta, read_strain
+from workflow.cli import main
+from workflow.ingest import ingest_channels
+
+pytest.importorskip("lalframe")
+
+REPO = Path(__file__).resolve().parents[1]
+HLV = REPO.parent / "shared" / "data" / "hlv-hw100916"
+HLV_GWF = HLV / "HLV-HW100916-968654552-1.gwf"
+HLV_HDF = HLV / "HLV-HW100916-968654552-1.hdf"
+HLV_CHANNELS = ("H1:LDAS-STRAIN", "L1:LDAS-STRAIN", "V1:h_16384Hz")
+GW150914 = REPO / "tests" / "data" / "gw150914"
+T0 = 1_000_000_000
+
+
+def _ingest(inputs, channels, out, **kw):
+    kw.setdefault("cluster_kind", "in-process")
+    return ingest_channels([str(i) for i in inputs], channels, out, progress=False, **kw)
+
+
+def _all(path) -> np.ndarray:
+    meta = read_meta(path)
+    return read_strain(meta, meta.ifos, 0, meta.n_samples)
+
+
+# ---------------------------------------------------------------------------------------------
+# real frames
+
+
+needs_hlv = pytest.mark.skipif(not HLV_GWF.exists(), reason="the three-detector test frame is not here")
+
+
+@needs_hlv
+def test_hlv_frame_ingests_with_channel_names_and_resampling(tmp_path, capsys):
+    """The acceptance command, as typed: 16384 Hz H1/L1/V1 to 4096 Hz.  Each detector equals the
+    gwpy HDF5 twin's samples resampled by the stated filter (float32), NaN only within the
+    filter's reach of the file's ends."""
+    out = tmp_path / "S"
+    args = ["ingest", "frames", str(HLV_GWF), *sum((["--channel", c] for c in HLV_CHANNELS), []),
+            "--sample-rate", "4096", "--out", str(out), "--workers", "1", "--no-progress"]
+    assert main(args) == 0
+    meta = read_meta(out)
+    assert meta.ifos == ("H1", "L1", "V1") and meta.sample_rate == 4096 and meta.t0 == GPSTime(968654552)
+    got = read_strain(meta, meta.ifos, 0, meta.n_samples)
+    import h5py
+
+    r = Resampler(16384, 4096)
+    reach = -(-(r.taps.size - 1) // 2 // 4)  # output samples an end masks
+    with h5py.File(HLV_HDF) as h5:
+        for row, channel in enumerate(HLV_CHANNELS):
+            x = h5[channel][()]
+            want = r.block(np.concatenate([np.full(r.halo, np.nan), x, np.full(r.halo, np.nan)]))
+            assert np.array_equal(got[row], want.astype(np.float32), equal_nan=True)
+            finite = np.flatnonzero(np.isfinite(got[row]))
+            assert reach <= finite[0] <= reach + 2 and finite[-1] >= 4095 - reach - 2
+    provenance = meta.provenance
+    assert provenance["native_rates"] == {"H1": 16384, "L1": 16384, "V1": 16384}
+    assert provenance["resampling"]["V1"]["taps"] == r.taps.size
+    assert provenance["files"][0]["sha256"] and provenance["channels"]["V1"] == "V1:h_16384Hz"
+    assert read_dq(meta, meta.ifos).tolist() == [[1], [1], [1]]
+
+
+@needs_hlv
+def test_gwpy_hdf5_and_in_memory_series_give_the_frame_store(tmp_path):
+    """gwpy's HDF5 layout and gwpy's TimeSeriesDict in memory (from_timeseries) give the frame's store."""
+    frame = _all(_ingest([HLV_GWF], HLV_CHANNELS, tmp_path / "f", sample_rate=2048).path)
+    hdf = _all(_ingest([HLV_HDF], HLV_CHANNELS, tmp_path / "h", sample_rate=2048).path)
+    assert np.array_equal(frame, hdf, equal_nan=True)
+    gwpy = pytest.importorskip("gwpy.timeseries")
+    data = gwpy.TimeSeriesDict.read(str(HLV_GWF), list(HLV_CHANNELS))
+    assert np.array_equal(_all(from_timeseries(data, tmp_path / "m", sample_rate=2048)), frame, equal_nan=True)
+
+
+def _gwosc_to_frames(tmp_path) -> list[Path]:
+    from gwbatch.io.gwosc import read_gwosc
+
+    frames = []
+    for f in sorted(GW150914.glob("*_LOSC_4_V2-1126259446-32.hdf5")):
+        g = read_gwosc(f)
+        frames.append(write_gwf(tmp_path / f"{g.ifo[0]}-{g.ifo}_LOSC-{g.t0.seconds}-32.gwf", g.t0, g.duration,
+                                {f"{g.ifo}:LOSC-STRAIN": (g.t0, g.sample_rate, g.strain)}))
+    return frames
+
+
+def test_gw150914_frames_give_the_hdf5_store_and_candidates(tmp_path):
+    """GW150914's GWOSC files written to GWF and ingested as frames: the same strain (bit for bit),
+    the same DATA bit, and the same candidates from the same campaign as the HDF5 ingest."""
+    from gwbatch.io.gwosc import ingest_gwosc
+    from gwbatch.config import load_campaign
+    from workflow.campaign import run_campaign
+
+    hdf = ingest_gwosc(sorted(GW150914.glob("*_LOSC_4_V2-1126259446-32.hdf5")), tmp_path / "hdf.zarr")
+    cache = tmp_path / "gw150914.lcf"
+    cache.write_text("".join(f"{p.name[0]} {p.name.split('-')[1]} 1126259446 32 file://localhost{p}\n"
+                             for p in _gwosc_to_frames(tmp_path)))
+    gwf = _ingest([cache], ["H1:LOSC-STRAIN", "L1:LOSC-STRAIN"], tmp_path / "gwf.zarr").path
+    a, b = read_meta(hdf), read_meta(gwf)
+    assert (a.ifos, a.t0, a.sample_rate, a.n_samples) == (b.ifos, b.t0, b.sample_rate, b.n_samples)
+    assert np.array_equal(_all(hdf), _all(gwf), equal_nan=True)
+    assert np.array_equal(read_dq(a, a.ifos) & 1, read_dq(b, b.ifos))
+    tables = []
+    for store in (hdf, gwf):
+        campaign = load_campaign(REPO / "configs" / "gw150914-pulse.yaml",
+                                 [f"data.store={store}", f"output.dir={tmp_path / store.name}-run", "data.dq_flags=[DATA]",
+                                  "cluster.kind=in-process", "backend=numpy"])
+        tables.append(run_campaign(campaign, progress=False).reduced.candidates)
+    assert len(tables[0]) > 0
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert abs(tables[1].iloc[0]["gps_time"] - 1126259462.42) < 0.05
+
+
+# ---------------------------------------------------------------------------------------------
+# simulated frames: rates, gaps, overlaps
+
+
+def _noise_frames(tmp_path, rates: dict[str, int], pieces: list[tuple[float, float]], seed: int = 1,
+                  tone: float | None = None) -> tuple[list[Path], dict[str, np.ndarray]]:
+    """Frames of white noise (plus an optional tone) for each detector, one file per ``(start,
+    duration)`` relative to :data:`T0`, all cut from one series per detector (so overlaps agree)."""
+    rng = np.random.default_rng(seed)
+    end = max(s + d for s, d in pieces)
+    series = {}
+    for ifo, rate in rates.items():
+        x = rng.standard_normal(int(end * rate))
+        if tone:
+            x += 3 * np.sin(2 * np.pi * tone * np.arange(x.size) / rate)
+        series[ifo] = x
+    files = []
+    for start, duration in pieces:
+        chans = {f"{ifo}:STRAIN": (T0 + start, rate, series[ifo][int(start * rate): int((start + duration) * rate)])
+                 for ifo, rate in rates.items()}
+        files.append(write_gwf(tmp_path / f"X-SIM-{T0 + int(start)}-{int(duration)}.gwf", T0 + start, duration, chans))
+    return files, series
+
+
+def test_mixed_rates_resampled_with_spectra_kept_and_gaps_masked(tmp_path):
+    """LIGO at 16384 Hz and Virgo at 20000 Hz to 4096 Hz, three files each with a 3 s gap and a 2 s
+    overlap (agreeing): spectra equal the original below 0.9 × Nyquist within 1%; no output within
+    the filter's reach of the gap is finite, every output beyond it is."""
+    files, series = _noise_frames(tmp_path, {"H1": 16384, "V1": 20000}, [(0, 24), (22, 10), (35, 29)], tone=1800.0)
+    summary = _ingest(files, ["H1:STRAIN", "V1:STRAIN"], tmp_path / "s.zarr", sample_rate=4096,
+                      chunk_samples=8192)
+    assert len(summary.plan.overlaps) == 2  # one per detector, compared and accepted
+    got = _all(summary.path)
+    fs = 4096
+    assert got.shape == (2, 64 * fs)
+    for row, (ifo, rate) in enumerate((("H1", 16384), ("V1", 20000))):
+        r = Resampler(rate, fs)
+        reach = (r.taps.size - 1) / 2 / (rate * r.up)  # seconds the filter reaches each side
+        t = np.arange(got.shape[1]) / fs
+        near_gap = (t > 32 - reach) & (t < 35 + reach)
+        near_end = (t < reach) | (t > 64 - reach)
+        assert not np.isfinite(got[row][near_gap | near_end]).any()
+        margin = 2 / fs  # the mask ends on the output grid
+        far = ~((t > 32 - reach - margin) & (t < 35 + reach + margin)) & (t > reach + margin) & (t < 64 - reach - margin)
+        assert np.isfinite(got[row][far]).all()
+        # spectra of the 24 s before the gap
+        x, y = series[ifo][: 24 * rate], got[row][int(reach * fs) + 8: 24 * fs]
+        f1, p1 = welch(x[int(reach * rate) + 8 * rate // fs:], fs=rate, nperseg=rate)
+        f2, p2 = welch(y, fs=fs, nperseg=fs)
+        band = (f2 > 10) & (f2 < PASSBAND * fs / 2)
+        ratio = p2[band] / np.interp(f2[band], f1, p1)
+        assert np.all(np.abs(ratio - 1) < 0.01), (ifo, ratio.min(), ratio.max())
+        assert read_meta(summary.path).provenance["native_rates"][ifo] == rate
+    dq = read_dq(read_meta(summary.path), ["H1", "V1"])
+    assert dq[:, 32:35].sum() == 0 and dq[:, :32].all() and dq[:, 35:].all()
+
+
+def test_many_workers_write_the_same_store(tmp_path):
+    """Two worker processes of a local Dask cluster write what one process writes."""
+    files, _ = _noise_frames(tmp_path, {"H1": 16384, "L1": 16384}, [(0, 8), (8, 8), (20, 8)])
+    one = _ingest(files, ["H1:STRAIN", "L1:STRAIN"], tmp_path / "one.zarr", sample_rate=2048, chunk_samples=2048)
+    two = _ingest(files, ["H1:STRAIN", "L1:STRAIN"], tmp_path / "two.zarr", sample_rate=2048, chunk_samples=2048,
+                  cluster_kind="local", workers=2)
+    assert len(two.plan.blocks) > 2
+    assert np.array_equal(_all(one.path), _all(two.path), equal_nan=True)
+    assert np.array_equal(read_meta(one.path).checksums, read_meta(two.path).checksums)
+
+
+def test_interrupted_ingest_resumes_and_matches(tmp_path, monkeypatch):
+    """An ingest interrupted after some blocks keeps them; the same command writes only the rest and
+    gives the store an uninterrupted ingest gives."""
+    import workflow.ingest as ingest
+
+    files, _ = _noise_frames(tmp_path, {"H1": 16384}, [(0, 8), (8, 8), (16, 8)])
+    args = dict(sample_rate=4096, chunk_samples=4096)
+    clean = _ingest(files, ["H1:STRAIN"], tmp_path / "clean.zarr", **args)
+    real, calls = ingest.ingest_block, []
+
+    def interrupted(*a, **kw):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(ingest, "ingest_block", interrupted)
+    out = tmp_path / "resumed.zarr"
+    with pytest.raises(KeyboardInterrupt):
+        _ingest(files, ["H1:STRAIN"], out, **args)
+    assert not out.exists() and len(list(tmp_path.glob(".resumed.zarr.resume-*"))) == 1
+    monkeypatch.setattr(ingest, "ingest_block", real)
+    again = _ingest(files, ["H1:STRAIN"], out, **args)
+    assert again.blocks_resumed == 3 and again.blocks_written == len(again.plan.blocks) - 3
+    assert np.array_equal(_all(out), _all(clean.path), equal_nan=True)
+    assert np.array_equal(read_meta(out).checksums, read_meta(clean.path).checksums)
+    assert not list(tmp_path.glob(".resumed.zarr.*"))
+
+
+def test_globs_and_cache_files_expand(tmp_path):
+    files, _ = _noise_frames(tmp_path, {"H1": 1024}, [(0, 4), (4, 4)])
+    cache = tmp_path / "h1.lcf"
+    cache.write_text(f"# a comment\nH H1_SIM {T0} 4 file://localhost{files[0]}\nH H1_SIM {T0 + 4} 4 {files[1].name}\n")
+    assert expand_inputs([cache]) == files
+    assert expand_inputs([str(tmp_path / "X-SIM-*.gwf"), files[0]]) == files
+
+
+# ---------------------------------------------------------------------------------------------
+# the boundary: one line, within seconds, non-zero exit, nothing written
+
+
+def _refused(tmp_path, capsys, files, channels, needle, **extra) -> str:
+    out = tmp_path / "refused.zarr"
+    args = ["ingest", "frames", *map(str, files), *sum((["--channel", c] for c in channels), []),
+            "--out", str(out), "--workers", "1", "--no-progress"]
+    for key, value in extra.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    start = time.perf_counter()
+    code = main(args)
+    seconds = time.perf_counter() - start
+    err = capsys.readouterr().err.strip()
+    assert code == 3 and seconds < 10, (code, seconds)
+    assert len(err.splitlines()) == 1 and needle in err, err
+    assert not out.exists() and not list(tmp_path.glob(".refused.zarr*"))
+    return err
+
+
+def test_missing_channel_refused_naming_file_and_channel(tmp_path, capsys):
+    files, _ = _noise_frames(tmp_path, {"H1": 1024, "L1": 1024}, [(0, 4)])
+    err = _refused(tmp_path, capsys, files, ["H1:STRAIN", "L1:GDS-CALIB_STRAIN"], "L1:GDS-CALIB_STRAIN")
+    assert "H1:STRAIN, L1:STRAIN" in err  # what the files hold
+    _refused(tmp_path, capsys, files, ["V1:STRAIN"], str(files[0]))
+
+
+def test_empty_frame_refused(tmp_path, capsys):
+    empty = write_gwf(tmp_path / "X-EMPTY-1000000000-4.gwf", T0, 4, {})
+    _refused(tmp_path, capsys, [empty], ["H1:STRAIN"], "empty frame")
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.1, 0.5, 0.9, 0.999])
+def test_truncated_frame_refused(tmp_path, capsys, keep):
+    files, _ = _noise_frames(tmp_path, {"H1": 4096}, [(0, 4)])
+    data = files[0].read_bytes()
+    files[0].write_bytes(data[: int(len(data) * keep)])
+    _refused(tmp_path, capsys, files, ["H1:STRAIN"], str(files[0]))
+
+
+def test_corrupt_frame_refused_by_its_checksum(tmp_path, capsys):
+    files, _ = _noise_frames(tmp_path, {"H1": 4096}, [(0, 4)])
+    data = bytearray(files[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    files[0].write_bytes(bytes(data))
+    _refused(tmp_path, capsys, files, ["H1:STRAIN"], str(files[0]))
+
+
+def test_overlapping_frames_that_disagree_refused(tmp_path, capsys):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a, _ = _noise_frames(tmp_path / "a", {"H1": 1024}, [(0, 8)], seed=1)
+    b, _ = _noise_frames(tmp_path / "b", {"H1": 1024}, [(4, 8)], seed=2)
+    err = _refused(tmp_path, capsys, a + b, ["H1:STRAIN"], "overlap")
+    assert str(a[0]) in err and str(b[0]) in err
+
+
+def test_rates_and_grids_refused(tmp_path, capsys):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    a, _ = _noise_frames(tmp_path / "a", {"H1": 1024}, [(0, 4)])
+    b, _ = _noise_frames(tmp_path / "b", {"H1": 2048}, [(4, 4)])
+    _refused(tmp_path, capsys, a + b, ["H1:STRAIN"], "one rate")
+    c, _ = _noise_frames(tmp_path / "c", {"L1": 2048}, [(0, 4)])
+    _refused(tmp_path, capsys, a + c, ["H1:STRAIN", "L1:STRAIN"], "--sample-rate")
+    off = write_gwf(tmp_path / "off.gwf", f"{T0 + 4}.0001", 4, {"H1:STRAIN": (f"{T0 + 4}.0001", 1024, np.zeros(4096))})
+    _refused(tmp_path, capsys, a + [off], ["H1:STRAIN"], "sample grids")
+
+
+@pytest.mark.parametrize("channel", ["H1", "GDS-CALIB_STRAIN", "h1:STRAIN", "H1:", "H1:a b"])
+def test_malformed_channel_names_refused(tmp_path, capsys, channel):
+    files, _ = _noise_frames(tmp_path, {"H1": 1024}, [(0, 4)])
+    _refused(tmp_path, capsys, files, [channel], "IFO:NAME")
+
+
+def test_two_channels_of_one_detector_refused():
+    with pytest.raises(DataError, match="both for H1"):
+        parse_channels(["H1:A", "H1:B"])
+
+
+def test_bad_cache_lines_refused(tmp_path, capsys):
+    files, _ = _noise_frames(tmp_path, {"H1": 1024}, [(0, 4)])
+    for text, needle in [("H H1 x 4 /a.gwf\n", "not a LAL cache line"), (f"H H1 {T0} 4 /nope.gwf\n", "does not exist"),
+                         (f"H H1 {T0} 4 http://host/a.gwf\n", "not a local file"), ("\n", "listing no frame files")]:
+        cache = tmp_path / "c.lcf"
+        cache.write_text(text)
+        _refused(tmp_path, capsys, [cache], ["H1:STRAIN"], needle)
+
+
+def test_plan_refuses_a_span_of_decades(tmp_path):
+    files, _ = _noise_frames(tmp_path, {"H1": 1024}, [(0, 4)])
+    far = write_gwf(tmp_path / "far.gwf", T0 + 200_000_000, 4, {"H1:STRAIN": (T0 + 200_000_000, 1024, np.zeros(4096))})
+    scans = [scan_file(f, ["H1:STRAIN"]) for f in files + [far]]
+    with pytest.raises(DataError, match="4 years"):
+        plan_ingest(scans, parse_channels(["H1:STRAIN"]), None)

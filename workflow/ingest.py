@@ -1,0 +1,155 @@
+"""``gwbatch ingest frames``: channel files (GWF frames, gwpy HDF5) into a store, on the Dask cluster.
+
+Three passes, each a set of tasks with a progress bar:
+
+1. **scan**: one task per file lists what it holds of the channels (headers only), verifies a
+   frame file's own checksums and computes its SHA-256 for the store's provenance;
+2. **compare**: one task per overlap of two files of a detector reads both and refuses them if
+   they differ;
+3. **write**: one task per block of store chunks (:func:`gwbatch.io.channels.ingest_block`).
+
+Resumable: the store is written as ``.NAME.resume-KEY`` (KEY: a digest of the input files' paths,
+sizes and modification times, the channels, the rate and the filter) with a journal of finished
+blocks; an interrupted ingest (Ctrl-C, SIGTERM, a killed job) rerun with the same command takes it
+over and writes only the blocks not in the journal.  Bad input removes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from gwbatch import __version__
+from gwbatch.config import ClusterConfig
+from gwbatch.errors import DataError, GwbatchError, OutputError
+from gwbatch.io.channels import IngestPlan, compare_overlap, ingest_block, plan_ingest, unpack_seconds
+from gwbatch.io.frames import Channel, FileScan, expand_inputs, parse_channels, scan_file
+from gwbatch.io.resample import ATTENUATION_DB, PASSBAND
+from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreWriter
+from workflow.cluster import start_cluster
+from workflow.execute import Call, run_calls
+
+log = logging.getLogger("gwbatch")
+JOURNAL = "ingest-journal.jsonl"
+#: DQ bits of a store made from channel files: bit 0 set where the detector has data.
+FRAME_DQ_BITS = ("DATA",)
+
+
+@dataclass(frozen=True)
+class IngestSummary:
+    path: Path
+    plan: IngestPlan
+    files: int
+    bytes_read: int
+    blocks_written: int
+    blocks_resumed: int
+
+
+def resume_key(files: Sequence[Path], channels: Sequence[Channel], sample_rate: int | None, chunk: int) -> str:
+    """What the store is made from: the files as they are now, the channels, rate and filter."""
+    stats = []
+    for f in files:
+        st = f.stat()
+        stats.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
+    blob = json.dumps({"files": stats, "channels": [c.name for c in channels], "rate": sample_rate, "chunk": chunk,
+                       "filter": [ATTENUATION_DB, PASSBAND], "version": __version__}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _provenance(plan: IngestPlan, scans: Sequence[FileScan]) -> dict:
+    return {
+        "source": "channel files",
+        "channels": plan.channels,
+        "native_rates": plan.native_rates,
+        "resampling": {ifo: r.describe() for ifo, r in plan.resamplers.items()},
+        "files": [
+            {"name": s.path.name, "path": str(s.path.resolve()), "format": s.format, "size": s.size,
+             "sha256": s.sha256, "channels": sorted({p.channel for p in s.pieces}),
+             "gps_start": str(min(p.t0 for p in s.pieces)),
+             "samples": {p.channel: sum(q.n_samples for q in s.pieces if q.channel == p.channel) for p in s.pieces}}
+            for s in scans
+        ],
+    }
+
+
+def _journal(path: Path) -> dict[int, list]:
+    done: dict[int, list] = {}
+    try:
+        lines = (path / JOURNAL).read_text().splitlines()
+    except FileNotFoundError:
+        return done
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            done[int(entry["block"])] = [(int(a), int(n), bytes.fromhex(h)) for a, n, h in entry["seconds"]]
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by the interruption: that block is written again
+    return done
+
+
+def _failure(what: str):
+    def failure(call: Call, exc: BaseException) -> GwbatchError:
+        return DataError(f"{what} {call.key}: {type(exc).__name__}: {exc}")
+    return failure
+
+
+def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str], out: str | os.PathLike, *,
+                    sample_rate: int | None = None, overwrite: bool = False, workers: int | None = None,
+                    cluster_kind: str = "local", chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
+                    progress: bool = True) -> IngestSummary:
+    """Ingest ``channels`` (``IFO:NAME``) from frame/gwpy files, globs or LAL caches into store ``out``
+    at ``sample_rate`` Hz (None: the files' common rate).  ``cluster_kind``: ``local`` (``workers``
+    processes, default one per core) or ``in-process``."""
+    out = Path(out)
+    wanted = parse_channels(channels)
+    if out.exists() and not overwrite:
+        raise OutputError(f"{out} already exists; pass --overwrite to replace it")
+    files = expand_inputs(inputs)
+    key = resume_key(files, wanted, sample_rate, chunk_samples)
+    names = [c.name for c in wanted]
+    cfg = ClusterConfig(kind=cluster_kind, n_workers=workers, dashboard_address=":0")
+    with start_cluster(cfg, "numpy", len(files)) as cluster:
+        scans = [scan for _, scan in run_calls(
+            cluster, [Call(str(f), scan_file, (f, names), f) for f in files], failure=_failure("scanning"),
+            desc="files", progress=progress)]
+        scans.sort(key=lambda s: files.index(s.path))
+        plan = plan_ingest(scans, wanted, sample_rate, chunk_samples=chunk_samples,
+                           tasks=4 * max(1, cluster.workers))
+        if plan.overlaps:
+            list(run_calls(cluster, [Call(f"overlap-{i}", compare_overlap, (o,), o) for i, o in enumerate(plan.overlaps)],
+                           failure=_failure("comparing overlap"), desc="overlaps", progress=progress))
+        writer = StoreWriter(out, ifos=plan.ifos, sample_rate=plan.sample_rate, t0=plan.t0, n_samples=plan.n_samples,
+                             chunk_samples=plan.chunk_samples, dq_bits=FRAME_DQ_BITS, overwrite=overwrite,
+                             resume_key=key)
+        with writer:
+            done = _journal(writer.partial) if writer.resumed else {}
+            if done:
+                log.info("resuming %s: %d of %d blocks already written", out, len(done), len(plan.blocks))
+            todo = [b for b in plan.blocks if b.index not in done]
+            calls = [Call(f"{b.ifo}-chunks-{b.first}-{b.stop}", ingest_block, (plan, b, writer.strain_path), b,
+                          priority=b.stop - b.first) for b in todo]
+            with open(writer.partial / JOURNAL, "a") as journal:
+                for call, seconds in run_calls(cluster, calls, failure=_failure("writing"), desc="blocks",
+                                               progress=progress):
+                    done[call.item.index] = seconds
+                    journal.write(json.dumps({"block": call.item.index,
+                                              "seconds": [[a, n, h.hex()] for a, n, h in seconds]}) + "\n")
+                    journal.flush()
+            dq = np.zeros((len(plan.ifos), plan.n_seconds), dtype=np.uint8)
+            for block in plan.blocks:
+                for entry in done[block.index]:
+                    first, bits = unpack_seconds(*entry)
+                    dq[block.row, first: first + bits.size] |= bits.astype(np.uint8)
+            for row, ifo in enumerate(plan.ifos):
+                writer.write_dq(ifo, 0, dq[row])
+            writer.set_provenance(_provenance(plan, scans))
+            (writer.partial / JOURNAL).unlink(missing_ok=True)
+            path = writer.commit()
+    return IngestSummary(path, plan, len(scans), sum(s.size for s in scans), len(todo), len(plan.blocks) - len(todo))
