@@ -15,7 +15,7 @@ from scipy.signal import welch
 from gwbatch.errors import DataError
 from gwbatch.gpstime import GPSTime
 from gwbatch.io.channels import from_timeseries, plan_ingest
-from gwbatch.io.frames import expand_inputs, parse_channels, scan_file, write_gwf
+from gwbatch.io.frames import expand_inputs, parse_channels, scan_all, write_gwf
 from gwbatch.io.resample import PASSBAND, Resampler
 from gwbatch.io.store import read_dq, read_meta, read_strain
 from workflow.cli import main
@@ -293,7 +293,8 @@ def test_rates_and_grids_refused(tmp_path, capsys):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
     a, _ = _noise_frames(tmp_path / "a", {"H1": 1024}, [(0, 4)])
     b, _ = _noise_frames(tmp_path / "b", {"H1": 2048}, [(4, 4)])
-    _refused(tmp_path, capsys, a + b, ["H1:STRAIN"], "one rate")
+    # a frame file's rate is probed once per channel: a file at another rate is refused when read
+    _refused(tmp_path, capsys, a + b, ["H1:STRAIN"], "8192 samples at 2048 Hz")
     c, _ = _noise_frames(tmp_path / "c", {"L1": 2048}, [(0, 4)])
     _refused(tmp_path, capsys, a + c, ["H1:STRAIN", "L1:STRAIN"], "--sample-rate")
     off = write_gwf(tmp_path / "off.gwf", f"{T0 + 4}.0001", 4, {"H1:STRAIN": (f"{T0 + 4}.0001", 1024, np.zeros(4096))})
@@ -323,6 +324,6 @@ def test_bad_cache_lines_refused(tmp_path, capsys):
 def test_plan_refuses_a_span_of_decades(tmp_path):
     files, _ = _noise_frames(tmp_path, {"H1": 1024}, [(0, 4)])
     far = write_gwf(tmp_path / "far.gwf", T0 + 200_000_000, 4, {"H1:STRAIN": (T0 + 200_000_000, 1024, np.zeros(4096))})
-    scans = [scan_file(f, ["H1:STRAIN"]) for f in files + [far]]
+    scans = scan_all(files + [far], ["H1:STRAIN"])
     with pytest.raises(DataError, match="4 years"):
         plan_ingest(scans, parse_channels(["H1:STRAIN"]), None)

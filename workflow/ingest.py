@@ -30,7 +30,8 @@ from gwbatch import __version__
 from gwbatch.config import ClusterConfig
 from gwbatch.errors import DataError, GwbatchError, OutputError
 from gwbatch.io.channels import IngestPlan, compare_overlap, ingest_block, plan_ingest, unpack_seconds
-from gwbatch.io.frames import Channel, FileScan, expand_inputs, parse_channels, scan_file
+from gwbatch.io.frames import (Channel, FileScan, channel_sources, expand_inputs, parse_channels, probe_channel,
+                                scan_file, with_frame_pieces)
 from gwbatch.io.resample import ATTENUATION_DB, PASSBAND
 from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreWriter
 from workflow.cluster import start_cluster
@@ -120,6 +121,10 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
             cluster, [Call(str(f), scan_file, (f, names), f) for f in files], failure=_failure("scanning"),
             desc="files", progress=progress)]
         scans.sort(key=lambda s: files.index(s.path))
+        sources = channel_sources(scans)
+        formats = dict(run_calls(cluster, [Call(f"probe-{c}", probe_channel, (p, c), c) for c, p in sources.items()],
+                                 failure=_failure("probing"), desc="channels", progress=False))
+        scans = with_frame_pieces(scans, {call.item: fmt for call, fmt in formats.items()})
         plan = plan_ingest(scans, wanted, sample_rate, chunk_samples=chunk_samples,
                            tasks=4 * max(1, cluster.workers))
         if plan.overlaps:

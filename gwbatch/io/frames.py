@@ -20,6 +20,7 @@ is a one-line :class:`~gwbatch.errors.DataError` naming the file and the channel
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import os
 import re
@@ -32,11 +33,12 @@ import h5py
 import numpy as np
 
 from gwbatch.errors import DataError
-from gwbatch.gpstime import GPSTime, check_gps_range
+from gwbatch.gpstime import GPS_MAX, GPSTime, check_gps_range
 from gwbatch.io.store import MAX_SAMPLE_RATE, MAX_STORE_SECONDS, MIN_SAMPLE_RATE, file_sha256
 
 FRAME_MAGIC = b"IGWD"
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_NS = 1_000_000_000
 _CHANNEL_RE = re.compile(r"([A-Z][A-Z0-9]):([A-Za-z0-9_.:-]+)\Z")
 #: The most samples one piece may hold (a frame of 2**31 samples is 16 GiB of REAL8).
 MAX_PIECE_SAMPLES = 1 << 31
@@ -104,6 +106,8 @@ class FileScan:
     size: int
     sha256: str
     held: tuple[str, ...] = ()  # every channel the file holds (for messages)
+    frames: tuple[tuple[GPSTime, float], ...] = ()  # a frame file's frames: (start, length in s)
+    found: tuple[str, ...] = ()  # the requested channels it holds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,50 +253,115 @@ def _open_gwf(lalframe, path: Path):
         raise DataError(f"{path}: LALFrame cannot open it as a GWF frame file ({exc}): truncated or corrupt?") from None
 
 
-def gwf_channels(path: Path) -> list[str]:
-    """The channel names (ADC, processed and simulated data) in a frame file's table of contents."""
-    with _quiet_lal() as (_, lalframe):
-        try:
-            stream = lalframe.FrameUFrFileOpen(str(path), "r")
-            toc = lalframe.FrameUFrTOCRead(stream)
-            names = []
+def _toc(path: Path) -> tuple[list[str], list[tuple[GPSTime, float]]]:
+    """A frame file's channel names (ADC, processed, simulated) and its frames' ``(start, length)``,
+    from its table of contents: no data vector is read."""
+    with _quiet_lal() as (lal, lalframe):
+        # FrFileOpenURL reads and checks the table of contents (a truncated file fails here); the
+        # lower-level FrameU calls below would crash on a table of contents that is not there.
+        frfile = _open_gwf(lalframe, path)
+        frames = []
+        for k in range(lalframe.FrFileQueryNFrame(frfile)):
+            start = lal.LIGOTimeGPS(0)
+            lalframe.FrFileQueryGTime(start, frfile, k)
+            dt = float(lalframe.FrFileQueryDt(frfile, k))
+            if not (np.isfinite(dt) and 0 < dt <= MAX_STORE_SECONDS):
+                raise DataError(f"{path}: frame {k} lasts {dt!r} s: not a frame header gwbatch can use")
+            if not 0 <= start.gpsSeconds < GPS_MAX:
+                raise DataError(f"{path}: frame {k} starts at GPS {start.gpsSeconds}, outside [0, 2**32) s")
+            frames.append((GPSTime.parse(start), dt))
+        stream = lalframe.FrameUFrFileOpen(str(path), "r")
+        toc = lalframe.FrameUFrTOCRead(stream) if stream is not None else None
+        names = []
+        if toc is not None:
             for count, name in ((lalframe.FrameUFrTOCQueryAdcN, lalframe.FrameUFrTOCQueryAdcName),
                                 (lalframe.FrameUFrTOCQueryProcN, lalframe.FrameUFrTOCQueryProcName),
                                 (lalframe.FrameUFrTOCQuerySimN, lalframe.FrameUFrTOCQuerySimName)):
                 names += [name(toc, i) for i in range(count(toc))]
-            del toc, stream  # the table of contents refers into the open file: drop it first
-        except RuntimeError:
-            return []
-    return names
+        del toc, stream  # the table of contents refers into the open file: drop it first
+    return names, frames
 
 
-def _gwf_pieces(path: Path, channels: Sequence[str]) -> list[Piece]:
-    pieces: list[Piece] = []
-    with _quiet_lal() as (lal, lalframe):
+def gwf_channels(path: Path) -> list[str]:
+    """The channel names in a frame file's table of contents (empty if it cannot be read)."""
+    try:
+        return _toc(path)[0]
+    except DataError:
+        return []
+
+
+@dataclass(frozen=True)
+class ChannelFormat:
+    """How a frame file stores a channel, from one frame: sample type, rate, and the channel's
+    start relative to its frame's (a processed channel's time offset)."""
+
+    channel: str
+    dtype: str
+    sample_rate: int
+    offset_ns: int
+
+
+def probe_channel(path: Path, channel: str) -> ChannelFormat:
+    """Read one frame of ``channel`` in ``path`` for its sample type, rate and time offset."""
+    names, frames = _toc(path)
+    if channel not in names:
+        raise DataError(f"{path} does not hold {channel}")
+    with _quiet_lal() as (_, lalframe):
         frfile = _open_gwf(lalframe, path)
-        n_frames = lalframe.FrFileQueryNFrame(frfile)
-        if n_frames <= 0:
-            raise DataError(f"{path} holds no frames (an empty frame file)")
-        for channel in channels:
-            for frame in range(n_frames):
-                try:
-                    code = lalframe.FrFileQueryChanType(frfile, channel, frame)
-                except RuntimeError:
-                    if frame == 0:
-                        break  # not in this file
-                    raise DataError(f"{path}: channel {channel} is in frame 0 but not in frame {frame}") from None
-                if code not in _GWF_TYPES:
-                    raise DataError(f"{path}: channel {channel} holds LAL type code {code}; expected real strain "
-                                    f"(REAL4 or REAL8)")
-                dtype, suffix = _GWF_TYPES[code]
-                try:
-                    n = lalframe.FrFileQueryChanVectorLength(frfile, channel, frame)
-                    meta = getattr(lalframe, f"FrFileRead{suffix}TimeSeriesMetadata")(frfile, channel, frame)
-                except RuntimeError as exc:
-                    raise DataError(f"{path}: channel {channel} frame {frame} cannot be read ({exc})") from None
-                t0 = GPSTime(int(meta.epoch.gpsSeconds), int(meta.epoch.gpsNanoSeconds))
-                pieces.append(header_piece(path, channel, t0, float(meta.deltaT), int(n), frame, dtype))
-    return pieces
+        try:
+            code = lalframe.FrFileQueryChanType(frfile, channel, 0)
+        except RuntimeError as exc:
+            raise DataError(f"{path}: channel {channel} frame 0 cannot be read ({exc})") from None
+        if code not in _GWF_TYPES:
+            raise DataError(f"{path}: channel {channel} holds LAL type code {code}; expected real strain (REAL4 or REAL8)")
+        dtype, suffix = _GWF_TYPES[code]
+        try:
+            meta = getattr(lalframe, f"FrFileRead{suffix}TimeSeriesMetadata")(frfile, channel, 0)
+        except RuntimeError as exc:
+            raise DataError(f"{path}: channel {channel} frame 0 cannot be read ({exc})") from None
+    where = f"{path}: channel {channel}"
+    rate = _rate(float(meta.deltaT), where)
+    offset = GPSTime(int(meta.epoch.gpsSeconds), int(meta.epoch.gpsNanoSeconds)).total_ns - frames[0][0].total_ns
+    if abs(offset) > frames[0][1] * _NS:
+        raise DataError(f"{where} starts {offset / _NS:g} s from its frame's start, outside the frame")
+    return ChannelFormat(channel, dtype, rate, offset)
+
+
+def gwf_pieces(scan: "FileScan", fmt: ChannelFormat) -> tuple[Piece, ...]:
+    """The pieces of ``fmt.channel`` in a scanned frame file: one per frame, ``rate × length``
+    samples from the frame's start plus the channel's offset (checked when each is read)."""
+    pieces = []
+    for k, (start, dt) in enumerate(scan.frames):
+        n = dt * fmt.sample_rate
+        if abs(n - round(n)) > 1e-6:
+            raise DataError(f"{scan.path}: frame {k} lasts {dt!r} s, not a whole number of {fmt.sample_rate} Hz samples "
+                            f"of {fmt.channel}")
+        pieces.append(header_piece(scan.path, fmt.channel, start.add_ns(fmt.offset_ns), 1.0 / fmt.sample_rate,
+                                   int(round(n)), k, fmt.dtype))
+    return tuple(pieces)
+
+
+def channel_sources(scans: Sequence["FileScan"]) -> dict[str, Path]:
+    """For each requested channel held in a frame file, the first such file (to probe)."""
+    first: dict[str, Path] = {}
+    for scan in scans:
+        if scan.format == "gwf":
+            for channel in scan.found:
+                first.setdefault(channel, scan.path)
+    return first
+
+
+def with_frame_pieces(scans: Sequence["FileScan"], formats: dict[str, ChannelFormat]) -> list["FileScan"]:
+    """The scans with each frame file's pieces laid out from the channels' probed formats."""
+    return [dataclasses.replace(s, pieces=s.pieces + sum((gwf_pieces(s, formats[c]) for c in s.found), ()))
+            if s.format == "gwf" else s for s in scans]
+
+
+def scan_all(paths: Sequence[Path], channels: Sequence[str]) -> list["FileScan"]:
+    """:func:`scan_file` each path and lay out its pieces, in this process."""
+    scans = [scan_file(p, channels) for p in paths]
+    formats = {c: probe_channel(p, c) for c, p in channel_sources(scans).items()}
+    return with_frame_pieces(scans, formats)
 
 
 def _read_gwf(piece: Piece) -> np.ndarray:
@@ -302,12 +371,15 @@ def _read_gwf(piece: Piece) -> np.ndarray:
         try:
             series = getattr(lalframe, f"FrFileRead{suffix}TimeSeries")(frfile, piece.channel, piece.frame)
         except RuntimeError as exc:
-            raise DataError(f"{piece.path}: channel {piece.channel} frame {piece.frame} cannot be read ({exc}): "
-                            f"a corrupt frame?") from None
+            raise DataError(f"{piece.path}: channel {piece.channel} frame {piece.frame} cannot be read as "
+                            f"{piece.dtype} ({exc}): a corrupt frame, or a sample type unlike the first file's?") from None
         values = np.array(series.data.data, dtype=np.float64)
-    if values.size != piece.n_samples:
-        raise DataError(f"{piece.path}: channel {piece.channel} frame {piece.frame} holds {values.size} samples, "
-                        f"its header said {piece.n_samples}")
+        t0 = GPSTime(int(series.epoch.gpsSeconds), int(series.epoch.gpsNanoSeconds))
+        spacing = float(series.deltaT)
+    if (values.size, t0) != (piece.n_samples, piece.t0) or abs(spacing * piece.sample_rate - 1) > 1e-9:
+        raise DataError(f"{piece.path}: channel {piece.channel} frame {piece.frame} holds {values.size} samples at "
+                        f"{1 / spacing:g} Hz from GPS {t0}; its frame header and the channel's first frame said "
+                        f"{piece.n_samples} at {piece.sample_rate} Hz from {piece.t0}")
     return values
 
 
@@ -384,20 +456,29 @@ def list_channels(path: Path) -> list[str]:
 
 
 def scan_file(path: Path, channels: Sequence[str], *, checksum: bool = True) -> FileScan:
-    """List what ``path`` holds of ``channels`` (header checks, no samples read), with its size and
-    SHA-256; a frame file's own checksums are verified too (``checksum``).  A file holding none of
-    the channels is refused, naming what it holds."""
+    """What ``path`` holds of ``channels``, with its size and SHA-256, reading no samples: a frame
+    file's table of contents (its pieces follow from :func:`gwf_pieces` once the channel's format
+    is known), a gwpy file's dataset headers.  A frame file's own checksum is verified
+    (``checksum``).  A file holding none of the channels is refused, naming what it holds."""
     fmt = file_format(path)
-    pieces = _gwf_pieces(path, channels) if fmt == "gwf" else _hdf5_pieces(path, channels)
-    if not pieces:
-        held = list_channels(path)
+    if fmt == "gwf":
+        held, frames = _toc(path)
+        if not frames:
+            raise DataError(f"{path} holds no frames (an empty frame file)")
+        found, pieces = [c for c in channels if c in held], ()
+    else:
+        held, frames = list_channels(path), []
+        pieces = tuple(_hdf5_pieces(path, channels))
+        found = sorted({p.channel for p in pieces})
+    if not found:
         if not held:
             raise DataError(f"{path} holds no channels (an empty frame); drop the file or re-make it")
         shown = ", ".join(held[:8]) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
-        raise DataError(f"{path} holds none of the channels {', '.join(channels)} (it holds: {shown or 'nothing readable'})")
+        raise DataError(f"{path} holds none of the channels {', '.join(channels)} (it holds: {shown})")
     if checksum and fmt == "gwf" and not gwf_checksum_valid(path):
         raise DataError(f"{path}: the frame file's checksum does not match its contents (a corrupt frame file)")
-    return FileScan(path, fmt, tuple(pieces), path.stat().st_size, file_sha256(path), tuple(list_channels(path)))
+    return FileScan(path, fmt, pieces, path.stat().st_size, file_sha256(path), tuple(held), tuple(frames),
+                    tuple(found))
 
 
 def write_gwf(path: str | os.PathLike, t0: GPSTime | str | float, duration: float,
