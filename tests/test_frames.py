@@ -201,7 +201,7 @@ def test_interrupted_ingest_resumes_and_matches(tmp_path, monkeypatch):
     gives the store an uninterrupted ingest gives."""
     import workflow.ingest as ingest
 
-    files, _ = _noise_frames(tmp_path, {"H1": 16384}, [(0, 8), (8, 8), (16, 8)])
+    files, _ = _noise_frames(tmp_path, {"H1": 16384}, [(4 * k, 4) for k in range(8)])
     args = dict(sample_rate=4096, chunk_samples=4096)
     clean = _ingest(files, ["H1:STRAIN"], tmp_path / "clean.zarr", **args)
     real, calls = ingest.ingest_block, []

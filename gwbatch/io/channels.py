@@ -34,8 +34,8 @@ from gwbatch.io.resample import Resampler
 from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, MAX_STORE_SECONDS, write_partial_strain
 
 _NS = 1_000_000_000
-#: Input samples (float64) a block task aims to read: its memory is about twice this in bytes × 8.
-BLOCK_INPUT_SAMPLES = 1 << 27
+#: The fewest pieces (frames) a block task covers, where there are enough: see :func:`_blocks`.
+PIECES_PER_BLOCK = 2
 
 
 @dataclass(frozen=True)
@@ -136,11 +136,15 @@ def _chunk_samples(resamplers: Sequence[Resampler], wanted: int) -> int:
 
 
 def _blocks(plan_rows: dict[str, int], placed: dict[str, tuple[Placed, ...]], resamplers: dict[str, Resampler],
-            n_samples: int, chunk: int, rate: int, tasks: int) -> tuple[Block, ...]:
-    """Blocks of store chunks that hold data (chunks no piece reaches are never written), each
-    reading at most :data:`BLOCK_INPUT_SAMPLES`, at least ``tasks`` of them where there is work."""
+            n_samples: int, chunk: int, tasks: int) -> tuple[Block, ...]:
+    """Blocks of consecutive store chunks that hold data (chunks no piece reaches are never
+    written): about ``tasks`` of them, but each at least :data:`PIECES_PER_BLOCK` pieces long.
+    A frame is decoded whole, and a block also decodes the pieces beside it for its filter's
+    edges, so longer blocks read less twice ((p + 2)/p decodes per piece) and more blocks keep
+    more workers busy."""
     n_chunks = -(-n_samples // chunk)
     wanted: dict[str, list[int]] = {}
+    piece_chunks = []
     for ifo, pieces in placed.items():
         r = resamplers[ifo]
         covered = np.zeros(n_chunks, dtype=bool)
@@ -148,14 +152,12 @@ def _blocks(plan_rows: dict[str, int], placed: dict[str, tuple[Placed, ...]], re
             lo = max(0, (p.start + p.skip - r.halo) * r.up // r.down)
             hi = min(n_samples, -(-(p.stop + r.halo) * r.up // r.down))
             covered[lo // chunk: -(-hi // chunk)] = True
+            piece_chunks.append(p.piece.n_samples * r.up / r.down / chunk)
         wanted[ifo] = np.flatnonzero(covered).tolist()
     total = sum(len(v) for v in wanted.values())
-    per_task = max(1, -(-total // max(1, tasks)))
+    size = max(-(-total // max(1, tasks)), math.ceil(PIECES_PER_BLOCK * float(np.median(piece_chunks))))
     blocks: list[Block] = []
     for ifo, chunks in wanted.items():
-        r = resamplers[ifo]
-        limit = max(1, BLOCK_INPUT_SAMPLES // max(1, chunk * r.down // r.up))
-        size = min(per_task, limit)
         run: list[int] = []
         for c in chunks + [None]:
             if run and (c is None or c != run[-1] + 1 or len(run) == size):
@@ -208,7 +210,7 @@ def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_r
     return IngestPlan(
         ifos=ifos, channels={c.ifo: c.name for c in channels}, native_rates=native, sample_rate=sample_rate,
         t0=t0, n_samples=int(n_samples), chunk_samples=int(chunk), resamplers=resamplers, placed=placed,
-        overlaps=tuple(overlaps), blocks=_blocks(rows, placed, resamplers, n_samples, chunk, sample_rate, tasks),
+        overlaps=tuple(overlaps), blocks=_blocks(rows, placed, resamplers, n_samples, chunk, tasks),
     )
 
 
