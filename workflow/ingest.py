@@ -122,9 +122,9 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
             desc="files", progress=progress)]
         scans.sort(key=lambda s: files.index(s.path))
         sources = channel_sources(scans)
-        formats = dict(run_calls(cluster, [Call(f"probe-{c}", probe_channel, (p, c), c) for c, p in sources.items()],
-                                 failure=_failure("probing"), desc="channels", progress=False))
-        scans = with_frame_pieces(scans, {call.item: fmt for call, fmt in formats.items()})
+        probes = run_calls(cluster, [Call(f"probe-{c}", probe_channel, (p, c), c) for c, p in sources.items()],
+                           failure=_failure("probing"), desc="channels", progress=False)
+        scans = with_frame_pieces(scans, {call.item: fmt for call, fmt in probes})
         plan = plan_ingest(scans, wanted, sample_rate, chunk_samples=chunk_samples,
                            tasks=4 * max(1, cluster.workers))
         if plan.overlaps:

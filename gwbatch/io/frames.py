@@ -34,7 +34,7 @@ import numpy as np
 
 from gwbatch.errors import DataError
 from gwbatch.gpstime import GPS_MAX, GPSTime, check_gps_range
-from gwbatch.io.store import MAX_SAMPLE_RATE, MAX_STORE_SECONDS, MIN_SAMPLE_RATE, file_sha256
+from gwbatch.io.store import MAX_STORE_SECONDS, file_sha256, whole_hz_rate
 
 FRAME_MAGIC = b"IGWD"
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -194,22 +194,10 @@ def expand_inputs(items: Iterable[str | os.PathLike]) -> list[Path]:
 # header checks, shared by both formats
 
 
-def _rate(spacing: float, where: str) -> int:
-    if not (np.isfinite(spacing) and spacing > 0):
-        raise DataError(f"{where}: sample spacing {spacing!r} s is not a positive number")
-    rate = 1.0 / spacing
-    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
-        raise DataError(f"{where}: sample spacing {spacing!r} s is {rate:g} Hz; expected {MIN_SAMPLE_RATE:g} "
-                        f"to {MAX_SAMPLE_RATE:g} Hz")
-    if abs(rate - round(rate)) > 1e-6 * rate:
-        raise DataError(f"{where}: sample rate {rate!r} Hz is not a whole number of Hz")
-    return int(round(rate))
-
-
 def header_piece(path: Path, channel: str, t0: GPSTime, spacing: float, n: int, frame: int, dtype: str) -> Piece:
     where = f"{path}: channel {channel}" + (f" frame {frame}" if frame >= 0 else "")
     check_gps_range(t0, f"{where}: start")
-    rate = _rate(spacing, where)
+    rate = whole_hz_rate(spacing, f"{where}: sample spacing")
     if n <= 0:
         raise DataError(f"{where} holds no samples (an empty frame); drop the file or re-make it")
     if n > MAX_PIECE_SAMPLES or n / rate > MAX_STORE_SECONDS:
@@ -320,7 +308,7 @@ def probe_channel(path: Path, channel: str) -> ChannelFormat:
         except RuntimeError as exc:
             raise DataError(f"{path}: channel {channel} frame 0 cannot be read ({exc})") from None
     where = f"{path}: channel {channel}"
-    rate = _rate(float(meta.deltaT), where)
+    rate = whole_hz_rate(float(meta.deltaT), f"{where}: sample spacing")
     offset = GPSTime(int(meta.epoch.gpsSeconds), int(meta.epoch.gpsNanoSeconds)).total_ns - frames[0][0].total_ns
     if abs(offset) > frames[0][1] * _NS:
         raise DataError(f"{where} starts {offset / _NS:g} s from its frame's start, outside the frame")

@@ -26,11 +26,10 @@ import numpy as np
 from gwbatch.errors import DataError, OutputError
 from gwbatch.gpstime import GPSTime, check_gps_range
 from gwbatch.io.store import (
-    MAX_SAMPLE_RATE,
     MAX_STORE_SECONDS,
-    MIN_SAMPLE_RATE,
     StoreWriter,
     file_sha256,
+    whole_hz_rate,
 )
 
 _STRAIN = "strain/Strain"
@@ -151,19 +150,7 @@ def _start(strain: h5py.Dataset, h5: h5py.File, path: Path) -> GPSTime:
 def _sample_rate(strain: h5py.Dataset, path: Path) -> int:
     if "Xspacing" not in strain.attrs:
         raise DataError(f"{path}: {_STRAIN} has no Xspacing attribute (the sample spacing in seconds)")
-    spacing = float(np.asarray(strain.attrs["Xspacing"]).item())
-    if not (np.isfinite(spacing) and spacing > 0):
-        raise DataError(f"{path}: Xspacing {spacing!r} is not a positive number of seconds")
-    rate = 1.0 / spacing
-    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
-        raise DataError(f"{path}: Xspacing {spacing!r} s is a sample rate of {rate:g} Hz; expected "
-                        f"{MIN_SAMPLE_RATE:g} to {MAX_SAMPLE_RATE:g} Hz")
-    # Rates are whole Hz in every GWOSC release; a fractional one means a corrupt or foreign file.
-    if abs(rate - round(rate)) > 1e-6:
-        raise DataError(
-            f"{path}: sample rate 1/Xspacing = {rate!r} Hz is not a whole number of Hz (expected e.g. 4096)"
-        )
-    return int(round(rate))
+    return whole_hz_rate(float(np.asarray(strain.attrs["Xspacing"]).item()), f"{path}: Xspacing")
 
 
 def _dq_bits(h5: h5py.File, path: Path) -> tuple[str, ...]:

@@ -336,6 +336,22 @@ def _check_sample_rate(value, what: str) -> float:
     return rate
 
 
+def whole_hz_rate(spacing: float, what: str) -> int:
+    """The whole-Hz sample rate of a file header's sample spacing ``spacing`` (s), named ``what``
+    in the error (e.g. ``"FILE: Xspacing"``): positive, within [:data:`MIN_SAMPLE_RATE`,
+    :data:`MAX_SAMPLE_RATE`] and a whole number of Hz (every archive's rates are)."""
+    if not (np.isfinite(spacing) and spacing > 0):
+        raise DataError(f"{what} {spacing!r} is not a positive number of seconds")
+    rate = 1.0 / spacing
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise DataError(f"{what} {spacing!r} s is a sample rate of {rate:g} Hz; expected "
+                        f"{MIN_SAMPLE_RATE:g} to {MAX_SAMPLE_RATE:g} Hz")
+    if abs(rate - round(rate)) > 1e-6:
+        raise DataError(f"{what} {spacing!r} s is a sample rate of {rate!r} Hz, not a whole number of Hz "
+                        f"(expected e.g. 4096)")
+    return int(round(rate))
+
+
 def _check_dq_bits(value, what: str) -> tuple[str, ...]:
     ok = (isinstance(value, (list, tuple)) and 1 <= len(value) <= 8 and all(isinstance(v, str) and v for v in value)
           and len(set(value)) == len(value))
