@@ -37,7 +37,8 @@ class ChunkTask:
     ``store`` is a :class:`gwbatch.io.store.StoreSlice`; ``zero_gap`` the shortest run of exact
     zeros masked as a gap (samples; None: zeros are data); ``conditioning`` a
     :class:`gwbatch.conditioning.ConditioningSettings`; ``settings`` the search's frozen settings
-    (:meth:`gwbatch.searches.base.Search.settings`)."""
+    (:meth:`gwbatch.searches.base.Search.settings`); ``segments`` a
+    :class:`gwbatch.io.segments.DataSegments` clipped to the read span (None: the DQ alone)."""
 
     spec: ChunkSpec
     store: object
@@ -47,6 +48,7 @@ class ChunkTask:
     conditioning: object
     settings: object
     backend: str
+    segments: object = None  # gwbatch.io.segments.DataSegments clipped to the read span; None: none
 
     @property
     def sample_rate(self) -> float:

@@ -222,8 +222,12 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             # science time masked because the strain was not data: non-finite samples, runs of exact zeros
             "masked_seconds": {ifo: {"nonfinite": sum(c["nonfinite_in_science"][ifo] for c in chunks) / fs,
                                      "zero_runs": sum(c["series_stats"][ifo].get("zero_samples", 0)
-                                                      for c in chunks) / fs}
+                                                      for c in chunks) / fs,
+                                     "vetoed": sum(c["series_stats"][ifo].get("vetoed_samples", 0)
+                                                   for c in chunks) / fs}
                                for ifo in plan.ifos},
+            # the campaign's science segments and vetoes: sources, categories, seconds of the span each removes
+            "segments": plan.segments.summary,
             "zero_lag_seconds": bg.foreground_time,
             "background_seconds": bg.background_time,
             "per_slide_seconds": bg.livetime.tolist(),

@@ -21,9 +21,10 @@ from gwbatch.conditioning.psd import MIN_SEGMENTS
 from gwbatch.config import Campaign, physical_bounds
 from gwbatch.detectors import get_detector, known_detectors, light_travel_time
 from gwbatch.errors import ConfigError, DataError
-from gwbatch.gpstime import time_to_index
+from gwbatch.gpstime import GPSTime, time_to_index
+from gwbatch.io.segments import DataSegments, resolve_segments
 from gwbatch.io.span import zero_gap_samples
-from gwbatch.io.store import StoreMeta
+from gwbatch.io.store import StoreMeta, read_dq
 from gwbatch.searches import get_search
 from gwbatch.tasks import ChunkSpec, ChunkTask
 
@@ -59,6 +60,7 @@ class Plan:
     conditioning: ConditioningSettings
     dq_required: int  # DQ bits a second needs to be science
     zero_gap: int | None  # the shortest run of exact zeros masked as a gap (samples); None: zeros are data
+    segments: DataSegments  # science segments and vetoes as store-sample intervals (gwbatch.io.segments)
 
     @property
     def ring(self) -> float:
@@ -78,6 +80,7 @@ class Plan:
             f" ({(self.span_stop - self.span_start) / fs:g} s, samples {self.span_start}..{self.span_stop})",
             f"chunks     {len(self.chunks)} tasks; halo {self.halo_before / fs:g} s before, {self.halo_after / fs:g} s after",
             f"slides     {self.n_slides} x {self.slide_step:g} s (zero lag excluded from background)",
+            *self._segment_lines(),
             f"memory     per task ~{self.task_memory_bytes / 2**20:.0f} MiB on a CPU worker, or"
             f" ~{(self.task_memory_bytes - self.task_device_bytes) / 2**20:.0f} MiB host +"
             f" ~{self.task_device_bytes / 2**20:.0f} MiB GPU on a GPU worker",
@@ -89,6 +92,16 @@ class Plan:
                 f"  [{c.start}, {c.stop})  [{c.read_start}, {c.read_stop})"
             )
         return "\n".join(lines)
+
+
+    def _segment_lines(self) -> list[str]:
+        seconds = self.segments.summary.get("seconds_in_span")
+        if not seconds:
+            return []
+        parts = [f"{ifo} {s['not_science']:g} s not science, {s['category_1']:g} s category 1, "
+                 f"{s['vetoed_after_conditioning']:g} s vetoed after conditioning, {s['hardware_injections']:g} s "
+                 f"hardware injections" for ifo, s in seconds.items()]
+        return ["segments   " + parts[0], *("           " + p for p in parts[1:])]
 
 
 def ring_length(span_start: int, span_stop: int, halo_after: int, sample_rate: float) -> float:
@@ -214,7 +227,18 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         conditioning=campaign.conditioning.settings(),
         dq_required=meta.dq_mask(campaign.data.dq_flags),
         zero_gap=zero_gap_samples(campaign.data.zero_gap, fs),
+        segments=campaign_segments(campaign, meta, ifos, (span_start, span_stop)),
     )
+
+
+def campaign_segments(campaign: Campaign, meta: StoreMeta, ifos: tuple[str, ...], span: tuple[int, int]) -> DataSegments:
+    """The campaign's science segments and vetoes, read and resolved to store samples."""
+    data = campaign.data
+    store_dq = None
+    if data.vetoes is not None and any(s.store_dq for s in data.vetoes.extra):
+        dq = read_dq(meta, list(ifos))
+        store_dq = ({ifo: dq[i] for i, ifo in enumerate(ifos)}, meta.dq_bits)
+    return resolve_segments(data, ifos, GPSTime.parse(meta.t0), meta.sample_rate, span, store_dq)
 
 
 def chunk_task(plan: Plan, meta: StoreMeta, spec: ChunkSpec, backend: str) -> ChunkTask:
@@ -222,7 +246,8 @@ def chunk_task(plan: Plan, meta: StoreMeta, spec: ChunkSpec, backend: str) -> Ch
     (its read span, and up to a zero gap beyond it), with their checksums."""
     margin = plan.zero_gap or 0
     return ChunkTask(spec, meta.slice(spec.read_start - margin, spec.read_stop + margin), plan.ifos,
-                     plan.dq_required, plan.zero_gap, plan.conditioning, plan.settings, backend)
+                     plan.dq_required, plan.zero_gap, plan.conditioning, plan.settings, backend,
+                     None if plan.segments.empty else plan.segments.clipped(spec.read_start, spec.read_stop))
 
 
 def member_plan(name: str, campaign: Campaign, meta: StoreMeta) -> Plan:

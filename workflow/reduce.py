@@ -39,7 +39,7 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
     search = get_search(plan.search)
     results = sorted(results, key=lambda r: r.index)
     merged = search.merge_triggers(plan.settings, pd.concat([r.triggers for r in results], ignore_index=True), t0, fs)
-    per_ifo = [merged[merged["ifo"] == ifo].reset_index(drop=True) for ifo in plan.ifos]
+    per_ifo = [outside(merged[merged["ifo"] == ifo], plan, ifo, plan.segments.vetoed) for ifo in plan.ifos]
     segments = {
         ifo: merge_segments(np.concatenate([r.segments[ifo].reshape(-1, 2) for r in results])).astype(np.int64)
         for ifo in plan.ifos
@@ -56,9 +56,43 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
         injections = match_injections(table, candidates, plan.ifos, gps_segments, plan.settings.network.min_ifos, fs)
         if "skymap" in candidates:
             injections = localisation(injections, candidates, found.skymaps)
+    candidates = flag_hardware_injections(candidates, plan)
     gates = pd.concat([r.gates for r in results], ignore_index=True)
     gates["gps_time"] = sample_times(t0, gates["sample"].to_numpy(np.float64), fs) if len(gates) else np.zeros(0)
     return Reduced(per_ifo, segments, bg, candidates, events, injections, gates, found.skymaps)
+
+
+def in_gps_segments(t: np.ndarray, segments: np.ndarray, plan: Plan) -> np.ndarray:
+    """Which GPS times ``t`` lie in store-sample intervals ``segments`` (``[start, stop)``)."""
+    gps = sample_times(GPSTime.parse(plan.t0), np.asarray(segments, dtype=np.int64), plan.sample_rate).reshape(-1, 2)
+    i = np.searchsorted(gps[:, 0], t, side="right") - 1
+    ok = i >= 0
+    ok[ok] = t[ok] < gps[i[ok], 1]
+    return ok
+
+
+def outside(triggers: pd.DataFrame, plan: Plan, ifo: str, vetoed: dict) -> pd.DataFrame:
+    """``ifo``'s triggers whose time is not in its vetoed intervals.  The mask applied after
+    conditioning already keeps a vetoed sample from peaking; this also drops a trigger whose
+    window starts before a veto but whose time (e.g. a boxcar's centre) falls inside it."""
+    seg = vetoed.get(ifo)
+    if seg is None or not len(seg) or not len(triggers):
+        return triggers.reset_index(drop=True)
+    keep = ~in_gps_segments(triggers["gps_time"].to_numpy(dtype=np.float64), seg, plan)
+    return triggers[keep].reset_index(drop=True)
+
+
+def flag_hardware_injections(candidates: pd.DataFrame, plan: Plan) -> pd.DataFrame:
+    """``hw_injection``: True for a candidate whose time in any of its detectors lies in that
+    detector's hardware-injection segments (category 3 of the vetoes, when flagged, not vetoed)."""
+    hardware = plan.segments.hardware
+    if not any(len(v) for v in hardware.values()):
+        return candidates
+    flag = np.zeros(len(candidates), dtype=bool)
+    for ifo, seg in hardware.items():
+        if f"time_{ifo}" in candidates and len(seg):
+            flag |= in_gps_segments(candidates[f"time_{ifo}"].to_numpy(dtype=np.float64), seg, plan)
+    return candidates.assign(hw_injection=flag)
 
 
 def localisation(injections: pd.DataFrame, candidates: pd.DataFrame, skymaps: dict[str, np.ndarray]) -> pd.DataFrame:

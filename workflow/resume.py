@@ -29,13 +29,14 @@ from workflow.rundir import IDENTITY, RunDirectory
 log = logging.getLogger("gwbatch")
 
 
-def run_identity(campaign: Campaign, meta: StoreMeta) -> dict:
+def run_identity(campaign: Campaign, meta: StoreMeta, segments=None) -> dict:
     """Everything a chunk's result depends on but the strain (module docstring).  Where the store
     lives and how the cluster runs do not change results and are left out, and the search says
     what of its own section does (:meth:`gwbatch.searches.base.Search.identity`: SPIIR replaces
     its bank's path by the bank's content); so are the coincidence and background sections of
     searches that form their background after the chunks (the pulse search), whose reduction
-    simply runs again."""
+    simply runs again.  The files of ``data.segments`` and ``data.vetoes`` count by what they
+    resolve to (``segments``, a :class:`~gwbatch.io.segments.DataSegments`), not by their paths."""
     search = get_search(campaign.search.kind)
     sections = {"data", "conditioning", "search", "plan"}
     if search.slides_in_chunks:  # its chunks run the time-shifted trials too
@@ -43,6 +44,10 @@ def run_identity(campaign: Campaign, meta: StoreMeta) -> dict:
     settings = campaign.model_dump(mode="json", include=sections)
     settings["data"].pop("store", None)
     settings["search"] = search.identity(settings["search"])
+    for key in ("segments", "vetoes"):
+        settings["data"].pop(key, None)
+    if segments is not None and not segments.empty:
+        settings["data"]["segments_sha256"] = segments.digest()
     return {"analysis_version": ANALYSIS_VERSION, "settings": settings, "store": store_identity(meta)}
 
 

@@ -37,6 +37,70 @@ from gwbatch.config.strict import Hertz, Seconds, Snr, StrictModel
 from gwbatch.config.text import short
 
 
+#: Seconds added to a segment's start or end.
+Pad = Annotated[float, Field(ge=-86400, le=86400)]
+
+
+class SegmentSource(StrictModel):
+    """One source of segments: a file (LIGO_LW segment XML, segwizard text, GWOSC timeline JSON or
+    a GWOSC HDF5 file's bit) and which of its flags, for which detector."""
+
+    file: Path = Field(description="segment file: LIGO_LW segment XML, segwizard text, GWOSC timeline JSON, "
+                                   "or a GWOSC HDF5 strain file (one bit of its DQ or injection mask)")
+    flag: str | None = Field(None, max_length=200,
+                             description="XML: IFO:NAME[:VERSION] (needed when the file holds several flags); "
+                                         "GWOSC HDF5: a bit name such as CBC_CAT2 or NO_CBC_HW_INJ")
+    ifo: Name | None = Field(None, description="detector, for files that do not name it (segwizard text)")
+    complement: bool = Field(False, description="use the times NOT in these segments (e.g. a GWOSC 'passes "
+                                                "CAT2' flag or NO_CBC_HW_INJ)")
+    padding: tuple[Pad, Pad] = Field((0.0, 0.0), description="seconds added to each segment's start and end "
+                                                         "(start += first, end += second), each within a day")
+
+
+class VetoSource(StrictModel):
+    """A veto not in a veto-definer file: segments of a file, or the seconds where a bit of the
+    store's DQ is unset (GWOSC's 'passes' bits), with a category."""
+
+    category: Literal[1, 2, 3, 4] = Field(description="1: data removed before conditioning; 2, 4: triggers and "
+                                                      "livetime removed; 3: hardware injections (data.hardware_injections)")
+    file: Path | None = Field(None, description="segment file (as in data.segments); or give store_dq")
+    store_dq: str | None = Field(None, max_length=64, description="a DQ bit of the store: vetoed where it is unset "
+                                                                  "(e.g. CBC_CAT2 of a GWOSC store)")
+    flag: str | None = Field(None, max_length=200, description="as in data.segments")
+    ifo: Name | None = Field(None, description="detector (needed with store_dq and for files that do not name it)")
+    complement: bool = Field(False, description="use the times NOT in the file's segments")
+    padding: tuple[Pad, Pad] = Field((0.0, 0.0), description="seconds added to each segment's start and end")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.file is None) == (self.store_dq is None):
+            raise ValueError("give exactly one of file and store_dq")
+        if self.store_dq is not None and (self.ifo is None or self.flag is not None or self.complement
+                                          or self.padding != (0.0, 0.0)):
+            raise ValueError("store_dq takes ifo and nothing else (flag, complement, padding are for files)")
+        return self
+
+
+class VetoConfig(StrictModel):
+    """Vetoes by category (the veto-definer convention; docs/decisions.md)."""
+
+    definer: Path | None = Field(None, description="veto-definer XML: flags with categories, validity and paddings")
+    files: list[Path] = Field([], max_length=10000,
+                              description="LIGO_LW segment XML files holding the veto definer's flags' segments")
+    categories: list[Literal[1, 2, 4]] = Field([1, 2], description="categories applied (1: before conditioning; "
+                                                                   "2, 4: triggers and livetime); 3 (hardware "
+                                                                   "injections) follows data.hardware_injections")
+    extra: list[VetoSource] = Field([], max_length=10000, description="vetoes not in the definer")
+
+    @model_validator(mode="after")
+    def _definer_needs_files(self):
+        if self.definer is not None and not self.files:
+            raise ValueError("definer needs files: the segment XML files holding its flags")
+        if len(set(self.categories)) != len(self.categories):
+            raise ValueError(f"categories must be distinct, got {short(self.categories)}")
+        return self
+
+
 class DataConfig(StrictModel):
     """Which data to analyse."""
 
@@ -50,6 +114,14 @@ class DataConfig(StrictModel):
     zero_gap: Seconds | None = Field(
         0.01, description="runs of exact zeros at least this long (s) are gaps: masked like missing data, left out "
                           "of the livetime and reported (zero_samples per chunk and detector); null: zeros are data")
+    segments: list[SegmentSource] | None = Field(
+        None, max_length=10000, description="science segments (the union per detector; every analysed detector needs "
+                                            "one); data outside them is removed before conditioning. Default: the "
+                                            "store's DQ alone")
+    vetoes: VetoConfig | None = Field(None, description="vetoes by category, from a veto definer and segment files")
+    hardware_injections: Literal["flag", "veto"] = Field(
+        "flag", description="hardware-injection times (category 3): flag the candidates in them (hw_injection), or "
+                            "veto them like category 2")
 
     @field_validator("ifos")
     @classmethod

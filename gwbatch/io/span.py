@@ -2,7 +2,8 @@
 
 Every search reads its chunks through :func:`read_span` (and SPIIR measures the PSDs its banks
 are built for through it), so a sample counts as data in exactly one way everywhere: finite, in
-a second whose DQ bits include the campaign's required ones, and not in a run of exact zeros of
+a second whose DQ bits include the campaign's required ones, inside the campaign's science
+segments and outside its category-1 vetoes (``excluded``, :mod:`gwbatch.io.segments`), and not in a run of exact zeros of
 at least ``zero_gap`` samples (a recorder or frame builder writes zeros where it had no data;
 real strain and dedispersed radio series never hold that many exact zeros).
 """
@@ -15,6 +16,7 @@ from typing import Iterable
 import numpy as np
 
 from gwbatch.conditioning.mask import edge_zeros, zero_runs
+from gwbatch.io.segments import interval_mask
 from gwbatch.io.store import dq_sample_mask, read_dq, read_strain
 
 
@@ -25,7 +27,7 @@ class StrainSpan:
     start: int
     strain: np.ndarray
     finite: np.ndarray  # bool (ifo, n)
-    science: np.ndarray  # bool (ifo, n): the DQ's required bits set
+    science: np.ndarray  # bool (ifo, n): the DQ's required bits set, in science segments, not vetoed at category 1
     zeros: np.ndarray  # bool (ifo, n): in a run of exact zeros of at least zero_gap samples
 
     @property
@@ -57,17 +59,22 @@ def zero_gap_mask(store, ifo: str, x: np.ndarray, min_length: int, start: int) -
 
 
 def read_span(store, ifos: Iterable[str], start: int, stop: int, *, dq_required: int,
-              zero_gap: int | None) -> StrainSpan:
+              zero_gap: int | None, excluded: dict[str, np.ndarray] | None = None) -> StrainSpan:
     """Samples ``[start, stop)`` of ``ifos`` from ``store`` (a :class:`~gwbatch.io.store.StoreMeta`
     or a task's :class:`~gwbatch.io.store.StoreSlice`, which must hold the chunks up to
     ``zero_gap`` samples beyond the span), every chunk checked against its checksum; samples
     outside the store read as NaN.  ``dq_required``: the DQ bits a second needs to be science;
-    ``zero_gap``: the shortest run of exact zeros that is a gap (samples; None: zeros are data)."""
+    ``zero_gap``: the shortest run of exact zeros that is a gap (samples; None: zeros are data);
+    ``excluded``: per detector, store-sample intervals that are not science (outside the science
+    segments or in a category-1 veto)."""
     ifos = list(ifos)
     raw = read_strain(store, ifos, start, stop)
     dq = read_dq(store, ifos)
     finite = np.isfinite(raw)
     science = np.stack([dq_sample_mask(dq[i], dq_required, start, stop, store.sample_rate) for i in range(len(ifos))])
+    for i, ifo in enumerate(ifos):
+        if excluded and ifo in excluded and len(excluded[ifo]):
+            science[i] &= ~interval_mask(excluded[ifo], start, stop)
     zeros = np.zeros(raw.shape, dtype=bool)
     if zero_gap is not None:
         for i, ifo in enumerate(ifos):

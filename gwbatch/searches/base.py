@@ -66,6 +66,7 @@ class PrepareContext:
     dq_required: int
     zero_gap: int | None
     conditioning: Any  # gwbatch.conditioning.ConditioningSettings
+    excluded: dict  # per detector: store-sample intervals that are not science (gwbatch.io.segments)
     cache: Path
     parallel: Callable
     progress: bool = True

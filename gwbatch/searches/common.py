@@ -1,9 +1,12 @@
 """The front end every search shares: one chunk of strain read, masked and conditioned per detector,
 and the bookkeeping of a chunk task (:class:`ChunkRun`).
 
-Non-finite samples, DQ-failing seconds and runs of exact zeros of at least ``data.zero_gap`` seconds
-(:func:`gwbatch.io.span.read_span`) are masked; a non-finite value never reaches a kernel (it is
-counted, masked and replaced by zero for the FFT).  After the search has found a detector's
+Non-finite samples, DQ-failing seconds, time outside the science segments or in category-1 vetoes,
+and runs of exact zeros of at least ``data.zero_gap`` seconds (:func:`gwbatch.io.span.read_span`)
+are masked before conditioning; a non-finite value never reaches a kernel (it is counted, masked
+and replaced by zero for the FFT).  Category-2 and -4 vetoes (and vetoed hardware injections) are
+masked after conditioning: the data still serve the PSD and the filters, but no trigger, network
+event or livetime comes from a vetoed sample.  After the search has found a detector's
 triggers, :meth:`ChunkRun.add` records the chunk's analysed segments (valid samples of its own
 part), its gates and the per-detector statistics that go into the manifest.
 """
@@ -23,6 +26,7 @@ import pandas as pd
 from gwbatch._xp import StageTimer, device_memory_peak, device_name, get_xp, resolve_backend, task_stream, to_host
 from gwbatch.conditioning import Conditioned, condition
 from gwbatch.conditioning.mask import mask_to_segments
+from gwbatch.io.segments import interval_mask
 from gwbatch.io.span import read_span
 from gwbatch.io.tables import gates_frame
 from gwbatch.tasks import ChunkResult, ChunkTask
@@ -37,6 +41,7 @@ class ChunkSeries:
     finite: np.ndarray  # host bool, read span
     science: np.ndarray  # host bool, read span
     zeros: np.ndarray  # host bool, read span: in a run of exact zeros (masked)
+    vetoed: np.ndarray  # host bool, read span: vetoed after conditioning (categories 2 and 4)
     own: tuple[int, int]  # the chunk's own samples, relative to the read start
 
 
@@ -51,16 +56,21 @@ def conditioned_series(task: ChunkTask, timer: StageTimer | None = None, backend
     timer = timer or StageTimer("numpy")
     xp = get_xp(resolve_backend(backend or task.backend))
     spec, fs = task.spec, task.sample_rate
+    segments = task.segments
     with timer("read"):
         span = read_span(task.store, task.ifos, spec.read_start, spec.read_stop, dq_required=task.dq_required,
-                         zero_gap=task.zero_gap)
+                         zero_gap=task.zero_gap, excluded=segments.excluded if segments else None)
     own = (spec.start - spec.read_start, spec.stop - spec.read_start)
     for i, ifo in enumerate(task.ifos):
         with timer("condition"):
             finite = span.finite[i]
             host = np.where(finite, span.strain[i], 0.0).astype(np.float64)
             cond = condition(xp.asarray(host), xp.asarray(span.valid[i]), task.conditioning, fs)
-        yield ChunkSeries(ifo, cond, finite, span.science[i], span.zeros[i], own)
+            vetoed = np.zeros(host.size, dtype=bool)
+            if segments and len(segments.vetoed.get(ifo, ())):
+                vetoed = interval_mask(segments.vetoed[ifo], spec.read_start, spec.read_stop)
+                cond.valid = cond.valid & ~xp.asarray(vetoed)
+        yield ChunkSeries(ifo, cond, finite, span.science[i], span.zeros[i], vetoed, own)
 
 
 def bookkeeping(series: ChunkSeries, start: int, read_start: int, n_triggers: int, extra: dict | None = None):
@@ -79,6 +89,8 @@ def bookkeeping(series: ChunkSeries, start: int, read_start: int, n_triggers: in
         "science_samples": int(np.count_nonzero(series.science[lo:hi])),
         # science samples of the chunk's own part masked because they lie in a run of exact zeros
         "zero_samples": int(np.count_nonzero(series.zeros[lo:hi] & series.science[lo:hi])),
+        # samples of the chunk's own part vetoed after conditioning (categories 2 and 4)
+        "vetoed_samples": int(np.count_nonzero(series.vetoed[lo:hi])),
         "analysed_samples": int(proper_valid.sum()),
         "triggers": int(n_triggers),
         "note": cond.note,

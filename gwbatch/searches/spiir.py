@@ -261,7 +261,7 @@ class SpiirSearch:
             if settings.psd == "data":
                 measured = store_psd(context.store, ifo, start=context.span_start, seconds=settings.psd_seconds,
                                      segment=cond.psd_segment, dq_required=context.dq_required,
-                                     zero_gap=context.zero_gap)
+                                     zero_gap=context.zero_gap, excluded=context.excluded)
                 psds[ifo] = effective_psd(measured, fs, int(round(cond.filter_duration * fs)), cond.f_low, cond.f_high)
             else:
                 psds[ifo] = design(settings.psd, fs)

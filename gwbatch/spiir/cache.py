@@ -39,14 +39,15 @@ class BankBuildFailed(GwbatchError):
 
 
 def store_psd(store, ifo: str, *, start: int = 0, seconds: float = 512.0, segment: float = 4.0,
-              dq_required: int = 1, zero_gap: int | None = None) -> psd_mod.PSD:
+              dq_required: int = 1, zero_gap: int | None = None,
+              excluded: dict | None = None) -> psd_mod.PSD:
     """Welch-median PSD of up to ``seconds`` of a store's data for ``ifo`` (``store``: a
     :class:`~gwbatch.io.store.StoreMeta`) from sample ``start``, of the samples a chunk counts as
     data (:func:`gwbatch.io.span.read_span`: finite, the DQ bits ``dq_required`` set, not in a run
-    of ``zero_gap`` exact zeros)."""
+    of ``zero_gap`` exact zeros, not ``excluded`` by the campaign's segments)."""
     fs = store.sample_rate
     stop = min(store.n_samples, start + int(seconds * fs))
-    span = read_span(store, [ifo], start, stop, dq_required=dq_required, zero_gap=zero_gap)
+    span = read_span(store, [ifo], start, stop, dq_required=dq_required, zero_gap=zero_gap, excluded=excluded)
     x = span.strain[0].astype(np.float64)
     valid = span.valid[0]
     return psd_mod.estimate(np.where(valid, x, 0.0), valid, fs, segment, f"{ifo} data in {store.path}")
