@@ -38,7 +38,9 @@ class ChunkTask:
     zeros masked as a gap (samples; None: zeros are data); ``conditioning`` a
     :class:`gwbatch.conditioning.ConditioningSettings`; ``settings`` the search's frozen settings
     (:meth:`gwbatch.searches.base.Search.settings`); ``segments`` a
-    :class:`gwbatch.io.segments.DataSegments` clipped to the read span (None: the DQ alone)."""
+    :class:`gwbatch.io.segments.DataSegments` clipped to the read span (None: the DQ alone);
+    ``injections`` the rows of ``data.injections`` whose strain reaches the read span
+    (:mod:`gwbatch.simulate.injection_set`), added to the samples as they are read."""
 
     spec: ChunkSpec
     store: object
@@ -49,6 +51,7 @@ class ChunkTask:
     settings: object
     backend: str
     segments: object = None  # gwbatch.io.segments.DataSegments clipped to the read span; None: none
+    injections: tuple = ()  # rows of the campaign's injection file that reach the read span (dicts)
 
     @property
     def sample_rate(self) -> float:

@@ -26,7 +26,7 @@ from gwbatch.io.segments import (
 )
 from gwbatch.io.store import read_injections, read_meta
 from gwbatch.io.tables import read_table
-from tests.segment_files import write_segment_xml, write_veto_definer
+from tests.ligolw_files import write_segment_xml, write_veto_definer
 from tests.test_campaign import make_campaign
 from workflow.campaign import run_campaign
 from workflow.plan import make_plan

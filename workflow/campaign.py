@@ -48,7 +48,7 @@ def open_member(run: RunDirectory, name: str, campaign: Campaign) -> Member:
     (:mod:`workflow.resume`): a resume of another run is refused saying what differs."""
     meta = read_meta(campaign.data.store)
     plan = member_plan(name, campaign, meta)
-    identity = run_identity(campaign, meta, plan.segments)
+    identity = run_identity(campaign, meta, plan.segments, plan.injections)
     member = Member(name, campaign, meta, plan, run.member_dir(name), identity, fingerprint(identity))
     member.inputs = {spec.index: chunk_inputs(meta, plan.ifos, spec) for spec in plan.chunks}
     if run.resume:

@@ -26,6 +26,7 @@ from gwbatch.io.segments import DataSegments, resolve_segments
 from gwbatch.io.span import zero_gap_samples
 from gwbatch.io.store import StoreMeta, read_dq
 from gwbatch.searches import get_search
+from gwbatch.simulate.injection_set import InjectionSet, load_injection_set
 from gwbatch.tasks import ChunkSpec, ChunkTask
 
 #: Host bytes per read sample of a task wherever its kernels run: the raw float32 strain of every
@@ -61,6 +62,7 @@ class Plan:
     dq_required: int  # DQ bits a second needs to be science
     zero_gap: int | None  # the shortest run of exact zeros masked as a gap (samples); None: zeros are data
     segments: DataSegments  # science segments and vetoes as store-sample intervals (gwbatch.io.segments)
+    injections: InjectionSet | None  # data.injections, placed on the store's grid; None: none
 
     @property
     def ring(self) -> float:
@@ -228,6 +230,8 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         dq_required=meta.dq_mask(campaign.data.dq_flags),
         zero_gap=zero_gap_samples(campaign.data.zero_gap, fs),
         segments=campaign_segments(campaign, meta, ifos, (span_start, span_stop)),
+        injections=None if campaign.data.injections is None else
+        load_injection_set(campaign.data.injections, ifos, GPSTime.parse(meta.t0), fs),
     )
 
 
@@ -247,7 +251,8 @@ def chunk_task(plan: Plan, meta: StoreMeta, spec: ChunkSpec, backend: str) -> Ch
     margin = plan.zero_gap or 0
     return ChunkTask(spec, meta.slice(spec.read_start - margin, spec.read_stop + margin), plan.ifos,
                      plan.dq_required, plan.zero_gap, plan.conditioning, plan.settings, backend,
-                     None if plan.segments.empty else plan.segments.clipped(spec.read_start, spec.read_stop))
+                     None if plan.segments.empty else plan.segments.clipped(spec.read_start, spec.read_stop),
+                     () if plan.injections is None else plan.injections.reaching(spec.read_start, spec.read_stop))
 
 
 def member_plan(name: str, campaign: Campaign, meta: StoreMeta) -> Plan:

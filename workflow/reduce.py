@@ -14,6 +14,8 @@ from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.store import StoreMeta, read_injections
 from gwbatch.searches import get_search
 from gwbatch.searches.base import Reduction
+from gwbatch.searches.common import INJECTED
+from gwbatch.simulate.injection_set import injection_table
 from gwbatch.tasks import ChunkResult
 from workflow.plan import Plan
 
@@ -48,8 +50,8 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
                                                          np.asarray(plan.travel), results, per_ifo, segments))
     bg, candidates, events = found.background, found.candidates, found.background_events
     injections = None
-    if meta.has_injections:
-        table = read_injections(meta.path)
+    table = injection_rows(plan, meta, results)
+    if table is not None:
         span_lo, span_hi = sample_times(t0, [plan.span_start, plan.span_stop], fs)
         table = table[(table["gps_time"] >= span_lo) & (table["gps_time"] < span_hi)]
         gps_segments = {ifo: sample_times(t0, segments[ifo], fs) for ifo in plan.ifos}
@@ -60,6 +62,19 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
     gates = pd.concat([r.gates for r in results], ignore_index=True)
     gates["gps_time"] = sample_times(t0, gates["sample"].to_numpy(np.float64), fs) if len(gates) else np.zeros(0)
     return Reduced(per_ifo, segments, bg, candidates, events, injections, gates, found.skymaps)
+
+
+def injection_rows(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> pd.DataFrame | None:
+    """The injections to match: the store's table and the campaign's file's (with the optimal SNRs
+    the chunks measured; their ids follow the store's), or None when there are none."""
+    tables = [read_injections(meta.path)] if meta.has_injections else []
+    if plan.injections is not None:
+        measured = [r.tables[INJECTED] for r in results if INJECTED in r.tables]
+        measured = pd.concat(measured, ignore_index=True) if measured else pd.DataFrame(columns=["id", "ifo", "snr", "time"])
+        table = injection_table(plan.injections, measured, plan.ifos)
+        offset = int(tables[0]["id"].max()) + 1 if tables and len(tables[0]) else 0
+        tables.append(table.assign(id=table["id"] + offset))
+    return pd.concat(tables, ignore_index=True) if tables else None
 
 
 def in_gps_segments(t: np.ndarray, segments: np.ndarray, plan: Plan) -> np.ndarray:

@@ -29,14 +29,16 @@ from workflow.rundir import IDENTITY, RunDirectory
 log = logging.getLogger("gwbatch")
 
 
-def run_identity(campaign: Campaign, meta: StoreMeta, segments=None) -> dict:
+def run_identity(campaign: Campaign, meta: StoreMeta, segments=None, injections=None) -> dict:
     """Everything a chunk's result depends on but the strain (module docstring).  Where the store
     lives and how the cluster runs do not change results and are left out, and the search says
     what of its own section does (:meth:`gwbatch.searches.base.Search.identity`: SPIIR replaces
     its bank's path by the bank's content); so are the coincidence and background sections of
     searches that form their background after the chunks (the pulse search), whose reduction
     simply runs again.  The files of ``data.segments`` and ``data.vetoes`` count by what they
-    resolve to (``segments``, a :class:`~gwbatch.io.segments.DataSegments`), not by their paths."""
+    resolve to (``segments``, a :class:`~gwbatch.io.segments.DataSegments`), not by their paths, and
+    the injection file (``injections``, an :class:`~gwbatch.simulate.injection_set.InjectionSet`)
+    by its SHA-256."""
     search = get_search(campaign.search.kind)
     sections = {"data", "conditioning", "search", "plan"}
     if search.slides_in_chunks:  # its chunks run the time-shifted trials too
@@ -44,10 +46,12 @@ def run_identity(campaign: Campaign, meta: StoreMeta, segments=None) -> dict:
     settings = campaign.model_dump(mode="json", include=sections)
     settings["data"].pop("store", None)
     settings["search"] = search.identity(settings["search"])
-    for key in ("segments", "vetoes"):
+    for key in ("segments", "vetoes", "injections"):
         settings["data"].pop(key, None)
     if segments is not None and not segments.empty:
         settings["data"]["segments_sha256"] = segments.digest()
+    if injections is not None:
+        settings["data"]["injections_sha256"] = injections.sha256
     return {"analysis_version": ANALYSIS_VERSION, "settings": settings, "store": store_identity(meta)}
 
 

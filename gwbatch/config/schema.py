@@ -119,6 +119,9 @@ class DataConfig(StrictModel):
                                             "one); data outside them is removed before conditioning. Default: the "
                                             "store's DQ alone")
     vetoes: VetoConfig | None = Field(None, description="vetoes by category, from a veto definer and segment files")
+    injections: Path | None = Field(
+        None, description="injection file (LIGO_LW sim_inspiral or sim_burst XML, or PyCBC HDF): its signals are "
+                          "generated with LALSuite and added to each chunk as it is read; the store is not modified")
     hardware_injections: Literal["flag", "veto"] = Field(
         "flag", description="hardware-injection times (category 3): flag the candidates in them (hw_injection), or "
                             "veto them like category 2")

@@ -29,7 +29,7 @@ import numpy as np
 
 from gwbatch.errors import DataError
 from gwbatch.gpstime import GPSTime
-from gwbatch.io.frames import Channel, FileScan, Piece, header_piece, read_piece
+from gwbatch.io.frames import Channel, FileScan, Piece, header_piece, read_piece, shown_names
 from gwbatch.io.resample import Resampler
 from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, MAX_STORE_SECONDS, write_partial_strain
 
@@ -179,8 +179,8 @@ def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_r
     missing = [c.name for c in channels if not by_ifo[c.ifo]]
     if missing:
         held = sorted({h for s in scans for h in s.held})
-        shown = ", ".join(held[:12]) + (f" and {len(held) - 12} more" if len(held) > 12 else "")
-        raise DataError(f"channel {', '.join(missing)} is in none of the {len(scans)} input files (they hold: {shown})")
+        raise DataError(f"channel {', '.join(missing)} is in none of the {len(scans)} input files "
+                        f"(they hold: {shown_names(held, 12)})")
     native = {ifo: pieces[0].sample_rate for ifo, pieces in by_ifo.items()}
     if sample_rate is None:
         if len(set(native.values())) > 1:

@@ -14,7 +14,10 @@ signature: a gwpy file), never by its name.
 
 The boundary: every header value (start, sample spacing, sample count, data type) is range
 checked before an array is made; a missing channel, an empty frame or a file LALFrame cannot open
-is a one-line :class:`~gwbatch.errors.DataError` naming the file and the channel.
+is a one-line :class:`~gwbatch.errors.DataError` naming the file and the channel.  LALFrame is
+handed only frame files whose own file checksum holds (:func:`verify_gwf`, in Python): its parser
+crashes the interpreter on some corrupt files (a flipped byte in a structure header), and that
+checksum covers every byte.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import dataclasses
 import glob
 import os
 import re
+import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -44,6 +49,9 @@ _CHANNEL_RE = re.compile(r"([A-Z][A-Z0-9]):([A-Za-z0-9_.:-]+)\Z")
 MAX_PIECE_SAMPLES = 1 << 31
 #: Lines of a LAL cache file read before giving up (a 10 MB cache lists ~10^5 files).
 MAX_CACHE_LINES = 1_000_000
+#: Characters no listed path may hold, and channel names are quoted for: C0 and C1 controls and
+#: Unicode's line separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,13 @@ class Channel:
     @property
     def ifo(self) -> str:
         return self.name.split(":", 1)[0]
+
+
+def shown_names(names: Sequence[str], limit: int) -> str:
+    """The first ``limit`` of a file's channel names for a message, one line: a name holding a
+    control character or a line separator is shown quoted."""
+    shown = [repr(n) if _CONTROL.search(n) else n for n in names[:limit]]
+    return ", ".join(shown) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def parse_channels(names: Iterable[str]) -> tuple[Channel, ...]:
@@ -124,12 +139,19 @@ def _magic(path: Path) -> bytes:
 
 def _cache_path(entry: str, cache: Path, lineno: int) -> Path:
     """The file of a LAL cache line's URL (``file://localhost/path``, ``file:///path`` or a path)."""
-    url = urlparse(entry)
+    try:
+        url = urlparse(entry)
+    except ValueError as exc:  # e.g. 'file://[/a.gwf': an unclosed IPv6 host
+        raise DataError(f"{cache} line {lineno}: URL {entry!r} cannot be parsed ({exc})") from None
     if url.scheme not in ("", "file"):
         raise DataError(f"{cache} line {lineno}: URL {entry!r} is not a local file (only file:// URLs and paths)")
     if url.scheme == "file" and url.netloc not in ("", "localhost"):
         raise DataError(f"{cache} line {lineno}: URL {entry!r} names host {url.netloc!r}; only localhost files are read")
-    path = Path(unquote(url.path) if url.scheme else entry)
+    # %-escapes are the name's bytes (surrogateescape keeps those that are not UTF-8, as os.fsdecode does)
+    text = unquote(url.path, errors="surrogateescape") if url.scheme else entry
+    if _CONTROL.search(text):
+        raise DataError(f"{cache} line {lineno}: {entry!r} names a path holding a control character")
+    path = Path(text)
     return path if path.is_absolute() else cache.parent / path
 
 
@@ -234,7 +256,68 @@ def _quiet_lal() -> Iterator[tuple]:
 _GWF_TYPES = {10: ("float32", "REAL4"), 11: ("float64", "REAL8")}
 
 
+#: Bytes of a version 8 frame file's header and of the FrEndOfFile structure that ends it (the
+#: common structure header, nFrames, nBytes, seekTOC and the header, structure and file CRCs).
+_GWF_HEADER, _GWF_EOF = 40, 46
+_BIT_REVERSED = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
+#: Frame files whose checksum held, by (path, device, inode, size, mtime, ctime): verified once
+#: per process however many of their frames are read.
+_VERIFIED: dict[tuple, None] = {}
+
+
+def _posix_cksum(fh, n: int) -> int:
+    """The POSIX ``cksum`` CRC of the next ``n`` bytes of ``fh`` (FrameL's file checksum), through
+    zlib's reflected CRC-32 on bit-reversed bytes."""
+    crc, left = 0xFFFFFFFF, n  # zlib's state is complemented: this starts the CRC at 0
+    while left:
+        block = fh.read(min(left, 1 << 22))
+        if not block:
+            break
+        crc = zlib.crc32(block.translate(_BIT_REVERSED), crc)
+        left -= len(block)
+    crc = zlib.crc32(n.to_bytes((n.bit_length() + 7) // 8, "little").translate(_BIT_REVERSED), crc)  # then the length
+    return ~int(f"{crc ^ 0xFFFFFFFF:032b}"[::-1], 2) & 0xFFFFFFFF
+
+
+def verify_gwf(path: Path) -> None:
+    """Refuse a frame file that is not a version 8 GWF file ending in its FrEndOfFile structure, or
+    whose file checksum (a CRC of every byte before it) does not hold.  A file is verified once per
+    process, until it changes."""
+    try:
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if key in _VERIFIED:
+            return
+        with open(path, "rb") as fh:
+            head = fh.read(_GWF_HEADER)
+            if len(head) < _GWF_HEADER or not head.startswith(FRAME_MAGIC + b"\0"):
+                raise DataError(f"{path}: not a GWF frame file (its {_GWF_HEADER}-byte header is cut or wrong)")
+            if head[5] != 8:
+                raise DataError(f"{path}: GWF version {head[5]}; gwbatch reads version 8 frame files (whose file "
+                                f"checksum it verifies before LALFrame parses them)")
+            order = {b"\x34\x12": "<", b"\x12\x34": ">"}.get(head[12:14])
+            if order is None or st.st_size < _GWF_HEADER + _GWF_EOF:
+                raise DataError(f"{path}: a cut or corrupt GWF header or file")
+            fh.seek(st.st_size - _GWF_EOF)
+            length, _, _, _, _, n_bytes, _, _, _, stored = struct.unpack(order + "QBBIIQQIII", fh.read(_GWF_EOF))
+            if (length, n_bytes) != (_GWF_EOF, st.st_size):
+                raise DataError(f"{path}: does not end with the GWF end-of-file record its length and layout call for "
+                                f"(a truncated, extended or corrupt frame file)")
+            if stored == 0:
+                raise DataError(f"{path}: the frame file carries no file checksum, so it cannot be verified before "
+                                f"LALFrame parses it; re-write it with checksums")
+            fh.seek(0)
+            if _posix_cksum(fh, st.st_size - 4) != stored:
+                raise DataError(f"{path}: the frame file's checksum does not match its contents (a corrupt frame file)")
+        if len(_VERIFIED) >= 4096:  # a bound on memory; a file forgotten is verified again
+            _VERIFIED.clear()
+        _VERIFIED[key] = None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def _open_gwf(lalframe, path: Path):
+    verify_gwf(path)
     try:
         return lalframe.FrFileOpenURL(str(path))
     except RuntimeError as exc:
@@ -385,38 +468,54 @@ def gwf_checksum_valid(path: Path) -> bool:
 # gwpy's HDF5 layout: one dataset per channel, named by it, with attributes x0 (GPS start) and dx
 
 
+#: What h5py raises for a link, dataset or attribute it cannot follow or read (a soft-link cycle,
+#: a missing external file, an attribute of a type it has no NumPy form for).
+_H5_ERRORS = (KeyError, OSError, RuntimeError, TypeError, ValueError)
+
+
 def _hdf5_pieces(path: Path, channels: Sequence[str]) -> list[Piece]:
-    pieces: list[Piece] = []
     try:
         h5 = h5py.File(path, "r")
     except OSError as exc:
         raise DataError(f"cannot open {path} as HDF5 ({exc}); is the file complete?") from None
     with h5:
-        if "strain/Strain" in h5:
-            raise DataError(f"{path} is a GWOSC strain file, not a gwpy one: ingest it with 'gwbatch ingest gwosc'")
-        for channel in channels:
-            obj = h5.get(channel)
-            if obj is None:
-                continue
-            where = f"{path}: channel {channel}"
-            if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.dtype.kind != "f":
-                raise DataError(f"{where} is not a 1-D floating-point dataset (gwpy's TimeSeries layout)")
-            missing = [a for a in ("x0", "dx") if a not in obj.attrs]
-            if missing:
-                raise DataError(f"{where} has no attribute {', '.join(missing)} (gwpy writes x0 = GPS start, "
-                                f"dx = sample spacing)")
-            try:
-                t0 = GPSTime.parse(np.asarray(obj.attrs["x0"]).item())
-                spacing = float(np.asarray(obj.attrs["dx"]).item())
-            except (DataError, TypeError, ValueError) as exc:
-                raise DataError(f"{where}: x0/dx are not numbers ({exc})") from None
-            pieces.append(header_piece(path, channel, t0, spacing, int(obj.size), -1, str(obj.dtype)))
+        try:
+            return _hdf5_headers(h5, path, channels)
+        except _H5_ERRORS as exc:
+            raise DataError(f"{path}: a dataset or attribute cannot be read ({' '.join(str(exc).split())})") from None
+
+
+def _hdf5_headers(h5: h5py.File, path: Path, channels: Sequence[str]) -> list[Piece]:
+    pieces: list[Piece] = []
+    if "strain/Strain" in h5:
+        raise DataError(f"{path} is a GWOSC strain file, not a gwpy one: ingest it with 'gwbatch ingest gwosc'")
+    for channel in channels:
+        obj = h5.get(channel)
+        if obj is None:
+            continue
+        where = f"{path}: channel {channel}"
+        if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.dtype.kind != "f":
+            raise DataError(f"{where} is not a 1-D floating-point dataset (gwpy's TimeSeries layout)")
+        missing = [a for a in ("x0", "dx") if a not in obj.attrs]
+        if missing:
+            raise DataError(f"{where} has no attribute {', '.join(missing)} (gwpy writes x0 = GPS start, "
+                            f"dx = sample spacing)")
+        try:
+            t0 = GPSTime.parse(np.asarray(obj.attrs["x0"]).item())
+            spacing = float(np.asarray(obj.attrs["dx"]).item())
+        except (DataError, TypeError, ValueError) as exc:
+            raise DataError(f"{where}: x0/dx are not numbers ({exc})") from None
+        pieces.append(header_piece(path, channel, t0, spacing, int(obj.size), -1, str(obj.dtype)))
     return pieces
 
 
 def _read_hdf5(piece: Piece) -> np.ndarray:
-    with h5py.File(piece.path, "r") as h5:
-        values = np.asarray(h5[piece.channel][()], dtype=np.float64)
+    try:
+        with h5py.File(piece.path, "r") as h5:
+            values = np.asarray(h5[piece.channel][()], dtype=np.float64)
+    except _H5_ERRORS as exc:  # e.g. missing external storage, a filter not installed
+        reason = " ".join(str(exc).split())
+        raise DataError(f"{piece.path}: channel {piece.channel} cannot be read ({reason})") from None
     if values.size != piece.n_samples:
         raise DataError(f"{piece.path}: channel {piece.channel} changed while being read")
     return values
@@ -438,16 +537,21 @@ def list_channels(path: Path) -> list[str]:
     """Every channel a file holds (for error messages)."""
     if file_format(path) == "gwf":
         return gwf_channels(path)
+    names = []
     with contextlib.suppress(OSError), h5py.File(path, "r") as h5:
-        return sorted(k for k, v in h5.items() if isinstance(v, h5py.Dataset))
-    return []
+        for name in h5:
+            with contextlib.suppress(*_H5_ERRORS):  # a link that leads nowhere holds no channel
+                if isinstance(h5.get(name), h5py.Dataset):
+                    names.append(name)
+    return sorted(names)
 
 
 def scan_file(path: Path, channels: Sequence[str], *, checksum: bool = True) -> FileScan:
     """What ``path`` holds of ``channels``, with its size and SHA-256, reading no samples: a frame
     file's table of contents (its pieces follow from :func:`gwf_pieces` once the channel's format
-    is known), a gwpy file's dataset headers.  A frame file's own checksum is verified
-    (``checksum``).  A file holding none of the channels is refused, naming what it holds."""
+    is known), a gwpy file's dataset headers.  A frame file's file checksum is always verified
+    (:func:`verify_gwf`); ``checksum`` adds LALFrame's check of every structure's checksum.  A file
+    holding none of the channels is refused, naming what it holds."""
     fmt = file_format(path)
     if fmt == "gwf":
         held, frames = _toc(path)
@@ -461,8 +565,7 @@ def scan_file(path: Path, channels: Sequence[str], *, checksum: bool = True) -> 
     if not found:
         if not held:
             raise DataError(f"{path} holds no channels (an empty frame); drop the file or re-make it")
-        shown = ", ".join(held[:8]) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
-        raise DataError(f"{path} holds none of the channels {', '.join(channels)} (it holds: {shown})")
+        raise DataError(f"{path} holds none of the channels {', '.join(channels)} (it holds: {shown_names(held, 8)})")
     if checksum and fmt == "gwf" and not gwf_checksum_valid(path):
         raise DataError(f"{path}: the frame file's checksum does not match its contents (a corrupt frame file)")
     return FileScan(path, fmt, pieces, path.stat().st_size, file_sha256(path), tuple(held), tuple(frames),

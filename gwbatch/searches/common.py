@@ -26,10 +26,16 @@ import pandas as pd
 from gwbatch._xp import StageTimer, device_memory_peak, device_name, get_xp, resolve_backend, task_stream, to_host
 from gwbatch.conditioning import Conditioned, condition
 from gwbatch.conditioning.mask import mask_to_segments
+from gwbatch.gpstime import GPSTime
 from gwbatch.io.segments import interval_mask
+from gwbatch.simulate.injection_set import add_injections, injection_snrs
 from gwbatch.io.span import read_span
 from gwbatch.io.tables import gates_frame
 from gwbatch.tasks import ChunkResult, ChunkTask
+
+
+#: The chunk table of the file injections' measured optimal SNRs (``id``, ``ifo``, ``snr``).
+INJECTED = "injected"
 
 
 @dataclass
@@ -42,6 +48,7 @@ class ChunkSeries:
     science: np.ndarray  # host bool, read span
     zeros: np.ndarray  # host bool, read span: in a run of exact zeros (masked)
     vetoed: np.ndarray  # host bool, read span: vetoed after conditioning (categories 2 and 4)
+    injected: list  # [{id, ifo, snr, time}]: optimal SNRs and envelope peaks of the file injections arriving here
     own: tuple[int, int]  # the chunk's own samples, relative to the read start
 
 
@@ -56,7 +63,7 @@ def conditioned_series(task: ChunkTask, timer: StageTimer | None = None, backend
     timer = timer or StageTimer("numpy")
     xp = get_xp(resolve_backend(backend or task.backend))
     spec, fs = task.spec, task.sample_rate
-    segments = task.segments
+    segments, t0 = task.segments, GPSTime.parse(task.store.t0)
     with timer("read"):
         span = read_span(task.store, task.ifos, spec.read_start, spec.read_stop, dq_required=task.dq_required,
                          zero_gap=task.zero_gap, excluded=segments.excluded if segments else None)
@@ -65,12 +72,17 @@ def conditioned_series(task: ChunkTask, timer: StageTimer | None = None, backend
         with timer("condition"):
             finite = span.finite[i]
             host = np.where(finite, span.strain[i], 0.0).astype(np.float64)
+            if task.injections:
+                add_injections(host, ifo, spec.read_start, task.injections, t0, fs)
             cond = condition(xp.asarray(host), xp.asarray(span.valid[i]), task.conditioning, fs)
             vetoed = np.zeros(host.size, dtype=bool)
             if segments and len(segments.vetoed.get(ifo, ())):
                 vetoed = interval_mask(segments.vetoed[ifo], spec.read_start, spec.read_stop)
                 cond.valid = cond.valid & ~xp.asarray(vetoed)
-        yield ChunkSeries(ifo, cond, finite, span.science[i], span.zeros[i], vetoed, own)
+            psd = None if cond.psd is None else tuple(to_host(p) for p in cond.psd)
+            injected = injection_snrs(task.injections, ifo, (spec.start, spec.stop), psd, t0, fs,
+                                      task.conditioning.f_low) if task.injections else []
+        yield ChunkSeries(ifo, cond, finite, span.science[i], span.zeros[i], vetoed, injected, own)
 
 
 def bookkeeping(series: ChunkSeries, start: int, read_start: int, n_triggers: int, extra: dict | None = None):
@@ -123,6 +135,7 @@ class ChunkRun:
         self.segments: dict[str, np.ndarray] = {}
         self.gates: list[pd.DataFrame] = []
         self.stats: dict[str, dict] = {}
+        self.injected: list[dict] = []
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> "ChunkRun":
@@ -148,6 +161,7 @@ class ChunkRun:
             series, spec.start, spec.read_start, len(triggers), extra)
         if len(gates):
             self.gates.append(gates)
+        self.injected += series.injected
 
     def triggers(self, columns: dict) -> pd.DataFrame:
         """The triggers recorded so far, every detector's, in ``columns`` and their dtypes."""
@@ -165,7 +179,8 @@ class ChunkRun:
             device=device_name(self.backend),
             worker=worker_name(),
             seconds=time.perf_counter() - self.started,
-            tables=tables or {},
+            tables={**(tables or {}), **({INJECTED: pd.DataFrame(self.injected, columns=["id", "ifo", "snr", "time"])}
+                                         if self.task.injections else {})},
             arrays=arrays or {},
             device_peak_bytes=int(self._peak[0]),
             stage_seconds=dict(self.timer.seconds),

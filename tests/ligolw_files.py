@@ -1,5 +1,5 @@
-"""Writers of LIGO_LW segment and veto-definer XML for the tests (igwn-ligolw), so readers are
-checked against files made the way the segment database tools make them."""
+"""Writers of LIGO_LW segment, veto-definer and sim_inspiral XML for the tests (igwn-ligolw), so
+the readers are checked against files made the way the field's tools make them."""
 
 from __future__ import annotations
 
@@ -54,6 +54,32 @@ def write_veto_definer(path: Path, rows: list[dict]) -> Path:
         r.process_id, r.comment = 0, ""
         for k in ("ifo", "name", "version", "category", "start_time", "end_time", "start_pad", "end_pad"):
             setattr(r, k, d.get(k, 0))
+        table.append(r)
+    utils.write_filename(doc, str(path))
+    return Path(path)
+
+
+def write_sim_inspiral(path: Path, rows: list[dict]) -> Path:
+    """``rows``: dicts with the project's column names (gps_time as a decimal string or number,
+    mass1, mass2, spin1z, spin2z, distance, ra, dec, inclination, phase, polarization, f_low,
+    approximant), written as a ``sim_inspiral`` table."""
+    from igwn_ligolw import ligolw, lsctables, utils
+
+    doc = ligolw.Document()
+    root = doc.appendChild(ligolw.LIGO_LW())
+    cols = ["process:process_id", "simulation_id", "waveform", "geocent_end_time", "geocent_end_time_ns", "mass1",
+            "mass2", "spin1x", "spin1y", "spin1z", "spin2x", "spin2y", "spin2z", "distance", "longitude", "latitude",
+            "inclination", "coa_phase", "polarization", "f_lower", "f_final", "taper"]
+    table = root.appendChild(lsctables.SimInspiralTable.new(cols))
+    for i, d in enumerate(rows):
+        r = table.RowType()
+        r.process_id, r.simulation_id, r.waveform, r.taper, r.f_final = 0, i, d["approximant"], "TAPER_NONE", 0.0
+        r.geocent_end_time, r.geocent_end_time_ns = _split(d["gps_time"])
+        r.mass1, r.mass2, r.distance, r.f_lower = d["mass1"], d["mass2"], d["distance"], d["f_low"]
+        r.spin1x = r.spin1y = r.spin2x = r.spin2y = 0.0
+        r.spin1z, r.spin2z = d.get("spin1z", 0.0), d.get("spin2z", 0.0)
+        r.longitude, r.latitude, r.inclination = d["ra"], d["dec"], d["inclination"]
+        r.coa_phase, r.polarization = d["phase"], d["polarization"]
         table.append(r)
     utils.write_filename(doc, str(path))
     return Path(path)
