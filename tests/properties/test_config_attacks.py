@@ -64,6 +64,8 @@ def _leaves(model, prefix: str = "") -> list[tuple[str, str]]:
 
     out = []
     for name, field in model.model_fields.items():
+        if typing.get_origin(field.annotation) is list:  # a list of sections (data.vetoes.extra): no dotted key
+            continue
         subs = [t for t in typing.get_args(field.annotation) or (field.annotation,)
                 if isinstance(t, type) and issubclass(t, BaseModel)]
         if subs:
