@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from gwbatch.background import BackgroundResult
-from gwbatch.candidates.injections import match_injections
+from gwbatch.candidates.injections import in_segments, match_injections
 from gwbatch.conditioning.mask import merge_segments
 from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.store import StoreMeta, read_injections
@@ -79,11 +79,8 @@ def injection_rows(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> p
 
 def in_gps_segments(t: np.ndarray, segments: np.ndarray, plan: Plan) -> np.ndarray:
     """Which GPS times ``t`` lie in store-sample intervals ``segments`` (``[start, stop)``)."""
-    gps = sample_times(GPSTime.parse(plan.t0), np.asarray(segments, dtype=np.int64), plan.sample_rate).reshape(-1, 2)
-    i = np.searchsorted(gps[:, 0], t, side="right") - 1
-    ok = i >= 0
-    ok[ok] = t[ok] < gps[i[ok], 1]
-    return ok
+    return in_segments(t, sample_times(GPSTime.parse(plan.t0), np.asarray(segments, dtype=np.int64),
+                                       plan.sample_rate).reshape(-1, 2))
 
 
 def outside(triggers: pd.DataFrame, plan: Plan, ifo: str, vetoed: dict) -> pd.DataFrame:

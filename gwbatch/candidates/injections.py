@@ -22,7 +22,7 @@ LOCATED_SNR = 4.0
 import pandas as pd
 
 
-def _in_segments(t: np.ndarray, segments: np.ndarray) -> np.ndarray:
+def in_segments(t: np.ndarray, segments: np.ndarray) -> np.ndarray:
     seg = np.asarray(segments, dtype=np.float64).reshape(-1, 2)
     if seg.shape[0] == 0:
         return np.zeros(t.size, dtype=bool)
@@ -46,7 +46,7 @@ def match_injections(
     tol = np.maximum(inj["duration"].to_numpy(dtype=np.float64), 1.0 / sample_rate)
     analysed = np.zeros(n, dtype=int)
     for ifo in ifos:
-        analysed += _in_segments(inj[f"time_{ifo}"].to_numpy(dtype=np.float64), gps_segments[ifo])
+        analysed += in_segments(inj[f"time_{ifo}"].to_numpy(dtype=np.float64), gps_segments[ifo])
     out = inj[["id", "waveform", "gps_time", "snr", "duration",
                *(c for c in ("ra", "dec", "hrss", "frequency") if c in inj)]].copy()
     out["analysed"] = analysed >= min_ifos

@@ -52,7 +52,7 @@ def merge_segments(segments: np.ndarray) -> np.ndarray:
     new = np.concatenate([[True], seg[1:, 0] > running_stop[:-1]])
     group = np.cumsum(new) - 1
     starts = seg[new, 0]
-    stops = np.zeros(starts.size, dtype=seg.dtype)
+    stops = seg[new, 1].copy()  # not zeros: segments may lie at negative positions
     np.maximum.at(stops, group, seg[:, 1])
     return np.stack([starts, stops], axis=1)
 

@@ -35,6 +35,7 @@ from typing import Iterable
 
 import numpy as np
 
+from gwbatch.conditioning.mask import mask_to_segments, merge_segments
 from gwbatch.errors import DataError
 from gwbatch.gpstime import GPS_MAX, GPSTime
 
@@ -188,10 +189,8 @@ def read_gwosc_bits(path: Path, bit: str) -> tuple[str, np.ndarray]:
         raise DataError(f"segment file {path}: not a readable GWOSC HDF5 file ({str(exc).splitlines()[0][:80]})") from None
     if values.ndim != 1 or values.dtype.kind not in "iu" or not _IFO_RE.match(ifo):
         raise DataError(f"segment file {path}: not a GWOSC bit mask (1-D integers, with meta/Detector)")
-    on = (values >> known.index(bit)) & 1
-    edges = np.diff(np.concatenate([[0], on, [0]]))
-    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    segs = [(start + int(a) * _NS, start + int(b) * _NS) for a, b in zip(starts, stops)]
+    on = ((values >> known.index(bit)) & 1).astype(bool)
+    segs = [(start + int(a) * _NS, start + int(b) * _NS) for a, b in mask_to_segments(on)]
     if segs and segs[-1][1] >= GPS_MAX * _NS:
         raise DataError(f"segment file {path}: its mask runs past GPS 2**32 s")
     return ifo, _checked(segs, f"segment file {path}")
@@ -340,19 +339,9 @@ def _pick_flag(path: Path, flags: dict[str, np.ndarray], flag: str | None, ifo: 
 
 
 def union(*lists: np.ndarray) -> np.ndarray:
-    """Sorted, merged union of segment lists."""
+    """Sorted, merged union of int64 segment lists."""
     seg = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1, 2) for s in lists] or [_empty()])
-    seg = seg[seg[:, 1] > seg[:, 0]]
-    if not len(seg):
-        return _empty()
-    seg = seg[np.argsort(seg[:, 0], kind="stable")]
-    stop = np.maximum.accumulate(seg[:, 1])
-    new = np.concatenate([[True], seg[1:, 0] > stop[:-1]])
-    group = np.cumsum(new) - 1
-    out = np.full((int(new.sum()), 2), np.iinfo(np.int64).min, dtype=np.int64)
-    out[:, 0] = seg[new, 0]
-    np.maximum.at(out[:, 1], group, seg[:, 1])
-    return out
+    return merge_segments(seg).astype(np.int64).reshape(-1, 2)
 
 
 def complement(seg: np.ndarray, lo: int = -_FAR, hi: int = _FAR) -> np.ndarray:
@@ -452,10 +441,8 @@ def _source_segments(src, ifos: Iterable[str], t0: GPSTime, fs: float, store_dq)
         row = dq[ifo] if ifo in dq else None
         if row is None:
             raise DataError(f"store_dq {src.store_dq!r}: detector {ifo!r} is not analysed")
-        unset = 1 - ((row.astype(np.int64) >> bits.index(src.store_dq)) & 1)  # GWOSC bits say "passes"
-        edges = np.diff(np.concatenate([[0], unset, [0]]))
-        seconds = np.stack([np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)], axis=1)
-        seg = seconds_to_samples(seconds, fs)
+        unset = ((row.astype(np.int64) >> bits.index(src.store_dq)) & 1) == 0  # GWOSC bits say "passes"
+        seg = seconds_to_samples(mask_to_segments(unset), fs)
         what = f"store DQ bit {src.store_dq} unset"
     else:
         ifo, seg_ns = read_flag(Path(src.file), flag=src.flag, ifo=src.ifo)
@@ -539,8 +526,3 @@ def _definer_vetoes(veto_cfg, ifos, t0, fs, by_cat, sources) -> None:
         by_cat[row.category][row.ifo].append(to_samples(seg, t0, fs))
         sources.append({"ifo": row.ifo, "use": f"category {row.category}",
                         "source": f"{definer}: {row.flag} <{row.start_pad // _NS}:{row.end_pad // _NS}>"})
-
-
-def segment_seconds(seg: np.ndarray, sample_rate: float) -> float:
-    return float(np.sum(np.diff(np.asarray(seg).reshape(-1, 2), axis=1))) / sample_rate
-

@@ -27,7 +27,7 @@ from gwbatch.io.injection_files import read_injection_file  # noqa: E402
 from gwbatch.io.segments import CATEGORIES, read_flag, read_veto_definer  # noqa: E402
 from tests.ligolw_files import write_segment_xml, write_sim_inspiral, write_veto_definer  # noqa: E402
 
-MAX_EXAMPLES = 400
+MAX_EXAMPLES = 400  # per reader
 NS = 1_000_000_000
 FUZZ = settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 DIR = Path(tempfile.mkdtemp(prefix="segfuzz-"))
@@ -127,41 +127,34 @@ def _base(name: str) -> bytes:
     return BASE[name]
 
 
-@FUZZ
-@given(ops=mutations)
-def test_segment_xml(ops):
-    path = DIR / "m.xml"
-    path.write_bytes(_mutate(_base("segments"), ops))
-    try:
-        ifo, seg = read_flag(path, flag="H1:A:1")
-    except DataError as exc:
-        return _refused(exc)
+def _check_segments(path):
+    ifo, seg = read_flag(path, flag="H1:A:1")
     assert ifo == "H1"
     _segments_ok(seg)
 
 
-@FUZZ
-@given(ops=mutations)
-def test_veto_definer(ops):
-    path = DIR / "v.xml"
-    path.write_bytes(_mutate(_base("definer"), ops))
-    try:
-        rows = read_veto_definer(path)
-    except DataError as exc:
-        return _refused(exc)
-    for r in rows:
+def _check_definer(path):
+    for r in read_veto_definer(path):
         assert r.category in CATEGORIES and abs(r.start_pad) <= 86400 * NS and (r.stop is None or r.stop > r.start)
 
 
-@FUZZ
-@given(ops=mutations)
-def test_sim_inspiral(ops):
-    path = DIR / "i.xml"
-    path.write_bytes(_mutate(_base("injections"), ops))
-    try:
-        table = read_injection_file(path)
-    except DataError as exc:
-        return _refused(exc)
+def _check_injections(path):
+    table = read_injection_file(path)
     assert len(table) >= 1
     for col in ("gps_time", "mass1", "mass2", "distance", "f_low"):
         assert np.all(np.isfinite(table[col].to_numpy(dtype=np.float64))) and np.all(table[col] > 0)
+
+
+CHECKS = {"segments": _check_segments, "definer": _check_definer, "injections": _check_injections}
+
+
+@settings(parent=FUZZ, max_examples=3 * MAX_EXAMPLES)
+@given(kind=st.sampled_from(sorted(CHECKS)), ops=mutations)
+def test_ligolw_documents(kind, ops):
+    """A mutated segment, veto-definer or sim_inspiral document: refused in one line, or read well-formed."""
+    path = DIR / f"m-{kind}.xml"
+    path.write_bytes(_mutate(_base(kind), ops))
+    try:
+        CHECKS[kind](path)
+    except DataError as exc:
+        _refused(exc)
