@@ -148,6 +148,10 @@ def test_two_runs_into_one_directory_at_random_points_leave_one_complete_run(sma
     for attempt in range(3):
         out = tmp_path / f"run{attempt}"
         first = start(config, out)
+        deadline = time.monotonic() + 120  # the first run holds the directory before the second starts: on a
+        while not holds_lock(out, first.pid):  # loaded machine its start-up alone can outlast the random wait
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.02)
         time.sleep(rng.uniform(0.0, 6.0))
         second = start(config, out, "--resume")
         _, err2 = second.communicate(timeout=300)
