@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
+import hashlib
 import os
 import re
 import struct
@@ -262,32 +263,37 @@ _GWF_HEADER, _GWF_EOF = 40, 46
 _BIT_REVERSED = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
 #: Frame files whose checksum held, by (path, device, inode, size, mtime, ctime): verified once
 #: per process however many of their frames are read.
-_VERIFIED: dict[tuple, None] = {}
+_VERIFIED: dict[tuple, str] = {}
 
 
-def _posix_cksum(fh, n: int) -> int:
+def _posix_cksum(fh, n: int, also=None) -> int:
     """The POSIX ``cksum`` CRC of the next ``n`` bytes of ``fh`` (FrameL's file checksum), through
-    zlib's reflected CRC-32 on bit-reversed bytes."""
+    zlib's reflected CRC-32 on bit-reversed bytes; ``also`` (a hashlib object) is fed the same bytes."""
     crc, left = 0xFFFFFFFF, n  # zlib's state is complemented: this starts the CRC at 0
     while left:
         block = fh.read(min(left, 1 << 22))
         if not block:
             break
         crc = zlib.crc32(block.translate(_BIT_REVERSED), crc)
+        if also is not None:
+            also.update(block)
         left -= len(block)
     crc = zlib.crc32(n.to_bytes((n.bit_length() + 7) // 8, "little").translate(_BIT_REVERSED), crc)  # then the length
     return ~int(f"{crc ^ 0xFFFFFFFF:032b}"[::-1], 2) & 0xFFFFFFFF
 
 
-def verify_gwf(path: Path) -> None:
+def verify_gwf(path: Path) -> str:
     """Refuse a frame file that is not a version 8 GWF file ending in its FrEndOfFile structure, or
-    whose file checksum (a CRC of every byte before it) does not hold.  A file is verified once per
-    process, until it changes."""
+    whose file checksum (a CRC of every byte before it) does not hold; returns the file's SHA-256
+    (computed in the same read).  A file is verified once per process, until it changes.
+
+    The file checksum covers every byte, so FrameL's per-structure checksums (``FrFileCksumValid``,
+    a second pass through the file at ~100 MB/s) would add nothing once it holds."""
     try:
         st = os.stat(path)
         key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if key in _VERIFIED:
-            return
+            return _VERIFIED[key]
         with open(path, "rb") as fh:
             head = fh.read(_GWF_HEADER)
             if len(head) < _GWF_HEADER or not head.startswith(FRAME_MAGIC + b"\0"):
@@ -307,11 +313,14 @@ def verify_gwf(path: Path) -> None:
                 raise DataError(f"{path}: the frame file carries no file checksum, so it cannot be verified before "
                                 f"LALFrame parses it; re-write it with checksums")
             fh.seek(0)
-            if _posix_cksum(fh, st.st_size - 4) != stored:
+            sha = hashlib.sha256()
+            if _posix_cksum(fh, st.st_size - 4, also=sha) != stored:
                 raise DataError(f"{path}: the frame file's checksum does not match its contents (a corrupt frame file)")
+            sha.update(fh.read(4))
         if len(_VERIFIED) >= 4096:  # a bound on memory; a file forgotten is verified again
             _VERIFIED.clear()
-        _VERIFIED[key] = None
+        _VERIFIED[key] = sha.hexdigest()
+        return _VERIFIED[key]
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -454,16 +463,6 @@ def _read_gwf(piece: Piece) -> np.ndarray:
     return values
 
 
-def gwf_checksum_valid(path: Path) -> bool:
-    """The frame file's own checksums (FrameL's file and structure checksums) hold."""
-    with _quiet_lal() as (_, lalframe):
-        frfile = _open_gwf(lalframe, path)
-        try:
-            return bool(lalframe.FrFileCksumValid(frfile))
-        except RuntimeError:
-            return False
-
-
 # ---------------------------------------------------------------------------------------------
 # gwpy's HDF5 layout: one dataset per channel, named by it, with attributes x0 (GPS start) and dx
 
@@ -546,12 +545,12 @@ def list_channels(path: Path) -> list[str]:
     return sorted(names)
 
 
-def scan_file(path: Path, channels: Sequence[str], *, checksum: bool = True) -> FileScan:
+def scan_file(path: Path, channels: Sequence[str]) -> FileScan:
     """What ``path`` holds of ``channels``, with its size and SHA-256, reading no samples: a frame
     file's table of contents (its pieces follow from :func:`gwf_pieces` once the channel's format
-    is known), a gwpy file's dataset headers.  A frame file's file checksum is always verified
-    (:func:`verify_gwf`); ``checksum`` adds LALFrame's check of every structure's checksum.  A file
-    holding none of the channels is refused, naming what it holds."""
+    is known), a gwpy file's dataset headers.  A frame file's file checksum is verified
+    (:func:`verify_gwf`) before LALFrame reads it.  A file holding none of the channels is refused,
+    naming what it holds."""
     fmt = file_format(path)
     if fmt == "gwf":
         held, frames = _toc(path)
@@ -566,9 +565,8 @@ def scan_file(path: Path, channels: Sequence[str], *, checksum: bool = True) -> 
         if not held:
             raise DataError(f"{path} holds no channels (an empty frame); drop the file or re-make it")
         raise DataError(f"{path} holds none of the channels {', '.join(channels)} (it holds: {shown_names(held, 8)})")
-    if checksum and fmt == "gwf" and not gwf_checksum_valid(path):
-        raise DataError(f"{path}: the frame file's checksum does not match its contents (a corrupt frame file)")
-    return FileScan(path, fmt, pieces, path.stat().st_size, file_sha256(path), tuple(held), tuple(frames),
+    sha256 = verify_gwf(path) if fmt == "gwf" else file_sha256(path)
+    return FileScan(path, fmt, pieces, path.stat().st_size, sha256, tuple(held), tuple(frames),
                     tuple(found))
 
 
