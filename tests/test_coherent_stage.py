@@ -20,9 +20,9 @@ from gwbatch.simulate.cbc import CbcSpec
 from gwbatch.sky.grid import angular_distance, pixel_of, sky_grid
 from gwbatch.sky.network import network_geometry
 from gwbatch.sky.skymap import credible_area, credible_level, posterior
-from gwbatch.spiir.bank import build_template
+from gwbatch.spiir.bank import build_template, pack
 from gwbatch.spiir.cache import store_psd
-from gwbatch.spiir.filtering import filter_bank_numba
+from gwbatch.spiir.filtering import filter_templates
 from gwbatch.waveforms import Template
 
 IFOS = ("H1", "L1", "V1")
@@ -54,7 +54,7 @@ def injected(tmp_path_factory):
         psd = effective_psd(store_psd(meta, ifo, seconds=96.0, segment=conditioning.psd.segment), FS,
                             int(conditioning.filter_duration * FS), conditioning.f_low, conditioning.f_high)
         built = build_template(template, cfg, psd)
-        z = filter_bank_numba(filter_input(cond), built.a[None], built.b[None], built.d[None])[0]
+        z = filter_templates(filter_input(cond), pack([built], cfg, psd, [template]))[0]
         aligned = np.zeros_like(z)  # sample k of every detector's series is merger time k
         aligned[: z.size - built.merger_delay] = z[built.merger_delay:]
         series.append(aligned[None])

@@ -17,9 +17,9 @@ from gwbatch.conditioning.design import design_psd
 from gwbatch.conditioning.psd import design
 from gwbatch.config import BankConfig, ConditioningConfig
 from gwbatch.simulate.noise import coloured_noise, colouring_filter
-from gwbatch.spiir.bank import build_template, frequency_grid
+from gwbatch.spiir.bank import build_template, frequency_grid, pack
 from gwbatch.spiir.construct import whitened_template
-from gwbatch.spiir.filtering import filter_bank_numba
+from gwbatch.spiir.filtering import filter_templates
 from gwbatch.waveforms import Template, frequency_domain
 from gwbatch.waveforms.taylorf2 import isco_frequency
 
@@ -56,7 +56,7 @@ def test_spiir_snr_matches_exact_matched_filter():
     for t, white, merger in zip(templates, whitened, starts):
         h = white.h
         bt = build_template(t, CFG, psd)
-        z = filter_bank_numba(x, bt.a[None, :], bt.b[None, :], bt.d[None, :])[0]
+        z = filter_templates(x, pack([bt], CFG, psd, [t]))[0]
         hn = h / np.sqrt(np.sum(np.abs(h) ** 2) / 2.0)  # exact complex SNR: rho[t] = sum x[t+n] conj(hn[n])
         m = 1 << int(np.ceil(np.log2(x.size + hn.size)))
         rho = np.fft.ifft(np.fft.fft(x, m) * np.conj(np.fft.fft(hn, m)))[: x.size]

@@ -44,7 +44,7 @@ from gwbatch.sky.grid import sky_grid
 from gwbatch.sky.network import network_geometry
 from gwbatch.sky.skymap import posterior
 from gwbatch.spiir.bank import FilterBank
-from gwbatch.spiir.filtering import filter_bank
+from gwbatch.spiir.filtering import filter_templates
 
 #: Bytes of merger-aligned SNR series held at once (templates are taken in batches to fit).
 SERIES_BUDGET = {"numpy": 512 * 2**20, "cupy": 4 * 2**30}
@@ -97,12 +97,12 @@ def pivot_candidates(triggers: pd.DataFrame, ifos: tuple[str, ...], window: floa
     return pd.concat(out, ignore_index=True)
 
 
-def aligned_snr(x, valid, bank: FilterBank, templates: np.ndarray):
+def aligned_snr(x, valid, bank: FilterBank, templates: np.ndarray, origin: int = 0):
     """Complex SNR series of ``templates`` (``(B, N)`` complex64 on the backend of ``x``), zero where
     the data are not valid, shifted so that sample ``k`` is merger time ``k`` (zero past the ends)."""
     xp = array_namespace(x)
     part = bank.subset(np.asarray(templates, dtype=np.int64))
-    z = filter_bank(x, part.a, part.b, part.d) * valid.astype(xp.float32)[None, :]
+    z = filter_templates(x, part, origin) * valid.astype(xp.float32)[None, :]
     out = xp.zeros_like(z)
     n = z.shape[1]
     for row, delay in enumerate(part.merger_delay.tolist()):
@@ -152,7 +152,7 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
     parts, maps = [], []
     for first in range(0, unique.size, batch):
         templates = unique[first:first + batch]
-        snr = xp.stack([aligned_snr(net.x[j], net.valid[j], net.banks[j], templates) for j in range(n_det)])
+        snr = xp.stack([aligned_snr(net.x[j], net.valid[j], net.banks[j], templates, net.read_start) for j in range(n_det)])
         autocorr = xp.stack([xp.asarray(net.banks[j].autocorr[templates]) for j in range(n_det)])
         mine = cands[cands["template"].isin(templates)]
         slot = np.searchsorted(templates, mine["template"].to_numpy())

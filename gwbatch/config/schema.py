@@ -215,6 +215,13 @@ class SpiirFilterConfig(StrictModel):
     least_squares: bool = Field(True, description="solve for b by least squares (removes the phase bias)")
     autocorrelation_lags: int = Field(100, ge=1, le=10_000,
                                       description="lags each side of the autocorrelation chi-squared")
+    multirate: bool = Field(True, description="run each filter at a rate matched to its frequency "
+                                              "(gstlal-spiir's --downsample; gwbatch.spiir.multirate)")
+    multirate_safety: float = Field(1.3, ge=1.05, le=4.0,
+                                    description="a filter's rate is at least 2 x this x its frequency")
+    multirate_tolerance: float = Field(0.001, ge=0.0, le=0.1,
+                                       description="largest overlap a template may lose to multi-rate filtering "
+                                                   "against its single-rate filters (else fewer filters move)")
 
 
 class BankConfig(StrictModel):

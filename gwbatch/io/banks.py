@@ -17,12 +17,11 @@ import numpy as np
 
 from gwbatch.conditioning.psd import PSD
 from gwbatch.errors import DataError
-from gwbatch.spiir.bank import FilterBank
+from gwbatch.spiir.bank import PER_TEMPLATE, FilterBank
 from gwbatch.waveforms import Template
 
-FORMAT = "gwbatch-spiir-bank/1"
-PER_TEMPLATE = ("mass1", "mass2", "spin1z", "spin2z", "n_filters", "length", "latency", "merger_delay",
-                "epsilon", "overlap", "sigma", "a", "b", "d", "autocorr")
+#: 2: multi-rate filters (``level``) and the single-rate overlap (``overlap_single``).
+FORMAT = "gwbatch-spiir-bank/2"
 
 
 def read_bank_file(path: str | os.PathLike) -> list[Template]:
@@ -95,7 +94,8 @@ def load_bank(path: str | os.PathLike) -> FilterBank:
     try:
         with h5py.File(path, "r") as fh:
             if fh.attrs.get("format") != FORMAT:
-                raise DataError(f"{path} is not a built gwbatch SPIIR bank (format {fh.attrs.get('format')!r})")
+                raise DataError(f"{path} is not a built gwbatch SPIIR bank of format {FORMAT} (format "
+                                f"{fh.attrs.get('format')!r}); delete it and the bank is built again")
             values = {k: fh[k][()] for k in PER_TEMPLATE}
             psd = PSD(fh["psd_frequencies"][()], fh["psd_values"][()], str(fh.attrs["psd_source"]))
             attrs = dict(fh.attrs)

@@ -48,6 +48,7 @@ from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
 from gwbatch.searches.common import ChunkRun
 from gwbatch.sky.skymap import TEMPERATURE
 from gwbatch.spiir.cache import build_bank, cached_bank_path, placed_templates, store_psd
+from gwbatch.spiir.bank import multirate_tail
 from gwbatch.spiir.triggers import find_triggers
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
 from gwbatch.waveforms.taylorf2 import chirp_time
@@ -132,6 +133,7 @@ class SpiirSettings:
     cluster_window: float  # s
     batch: int  # templates per pass
     warm: int  # samples the filters run from rest before their output counts: the longest template
+    tail: int  # samples after the chunk's own the multi-rate ladder's FIRs need (0 single-rate)
     autocorrelation_lags: int
     coherent: CoherentSettings
     conditioning: ConditioningSettings
@@ -210,7 +212,7 @@ class SpiirSearch:
             psd=search.psd, psd_seconds=search.psd_seconds,
             bank_cache=None if search.bank_cache is None else str(search.bank_cache),
             threshold=search.threshold, cluster_window=search.cluster_window, batch=search.batch,
-            warm=int(np.ceil(longest_template(bank) * sample_rate)),
+            warm=int(np.ceil(longest_template(bank) * sample_rate)), tail=multirate_tail(bank),
             autocorrelation_lags=bank.spiir.autocorrelation_lags, coherent=coherent,
             conditioning=campaign.conditioning.settings(), network=network,
         )
@@ -229,12 +231,12 @@ class SpiirSearch:
 
     def halo(self, settings: SpiirSettings) -> tuple[int, int]:
         """Before: whitening corruption, the longest template, a cluster window; after: whitening, a
-        cluster window and the chi-squared lags."""
+        cluster window, the chi-squared lags and the multi-rate ladder's reach."""
         fs = settings.sample_rate
         pad = filter_half_length(settings.conditioning, fs)
         cluster = int(np.ceil(settings.cluster_window * fs))
         return (pad + settings.warm + cluster,
-                pad + cluster + settings.autocorrelation_lags + 1 + int(np.ceil(COHERENT_HALO * fs)))
+                pad + cluster + settings.autocorrelation_lags + 1 + int(np.ceil(COHERENT_HALO * fs)) + settings.tail)
 
     def max_uncertainty(self, settings: SpiirSettings) -> float:
         return TIMING
@@ -365,7 +367,7 @@ class SpiirSearch:
         """The candidate's template filtered in this detector: |z| against merger time, over the
         merger times ``span`` only. The filters start from rest the bank's longest template before
         it, as the chunk's own samples do after the read start (the search's halo)."""
-        from gwbatch.spiir.filtering import filter_bank
+        from gwbatch.spiir.filtering import filter_templates
 
         bank = _bank(*resources["banks"][series.ifo])
         template = int(row["template"])
@@ -373,7 +375,7 @@ class SpiirSearch:
         x = filter_input(series.cond)
         hi = int(np.clip(span[1] - spec.read_start + delay, 0, x.size))
         lo = int(np.clip(span[0] - spec.read_start + delay - settings.warm, 0, hi))
-        z = np.abs(filter_bank(x[lo:hi], part.a, part.b, part.d)[0])
+        z = np.abs(filter_templates(x[lo:min(x.size, hi + settings.tail)], part, spec.read_start + lo)[0])[: hi - lo]
         z = np.where(np.asarray(series.cond.valid)[lo:hi], z, np.nan)
         return spec.read_start + lo + np.arange(z.size) - delay, z
 

@@ -5,11 +5,14 @@ a campaign maps it over CPU workers): waveform -> whitened analytic template on 
 grid -> SPIIR filters by the eps search (:mod:`gwbatch.spiir.construct`) -> the response's
 autocorrelation for the chi-squared -> ``sigma``, the optimal SNR at 1 Mpc (horizon distance
 ``sigma / 8`` Mpc).  :func:`pack` lays the filters out as padded ``(templates, filters)`` arrays,
-each template's filters sorted by delay.
+each template's filters sorted by rung and delay.  With ``spiir.multirate`` (the default) each
+filter runs at a rate matched to its frequency (:mod:`gwbatch.spiir.multirate`); overlaps are
+measured on the response the bank runs and, for comparison, on the single-rate filters.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -19,7 +22,8 @@ import numpy as np
 from gwbatch.conditioning.psd import PSD
 from gwbatch.config import BankConfig
 from gwbatch.errors import ConfigError
-from gwbatch.spiir.construct import autocorrelation, construct, whitened_template
+from gwbatch.spiir.construct import autocorrelation, construct, impulse_response, overlap, whitened_template
+from gwbatch.spiir.multirate import effective_response, filter_levels, level_sets, max_level, reach, to_rate
 from gwbatch.spiir.placement import (
     Metric,
     Region,
@@ -34,11 +38,13 @@ from gwbatch.waveforms.taylorf2 import chirp_time, isco_frequency
 @dataclass(frozen=True)
 class BuiltTemplate:
     template: Template
-    a: np.ndarray
+    a: np.ndarray  # at each filter's own rate (multi-rate: ``to_rate``)
     b: np.ndarray
     d: np.ndarray
+    level: np.ndarray  # int8: each filter runs at sample_rate / 2^level
     epsilon: float
-    overlap: float
+    overlap: float  # of the response the bank runs (multi-rate when levels are used)
+    overlap_single: float  # of the same filters all at the top rate
     length: int  # whitened template length (samples): the warm-up a chunk needs
     latency: int  # samples from template start to the peak of z
     merger_delay: int  # samples from the merger (unwhitened amplitude peak) to the peak of z
@@ -65,13 +71,58 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     sp = cfg.spiir
     filt = construct(h, overlap_target=sp.overlap_target, epsilons=sp.epsilons, alpha=sp.alpha, beta=sp.beta,
                      least_squares=sp.least_squares, phase=white.phase, merger=white.merger)
+    a, b, d, level = filt.a, filt.b, filt.d, np.zeros(filt.a.size, np.int8)
+    response, ov, latency = impulse_response(a, b, d), filt.overlap, filt.latency
+    if sp.multirate:
+        moved = _multirate(filt, h, cfg)
+        if moved is not None:
+            a, b, d, level, response, ov, latency = moved
     band = f >= cfg.f_low
     sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
     return BuiltTemplate(
-        template, filt.a, filt.b, filt.d, filt.epsilon, filt.overlap, h.size, filt.latency,
-        filt.latency - (h.size - 1 - filt.peak_offset), sigma,
-        autocorrelation(filt, h, sp.autocorrelation_lags),
+        template, a, b, d, level, filt.epsilon, ov, filt.overlap, h.size, latency,
+        latency - (h.size - 1 - filt.peak_offset), sigma,
+        autocorrelation(response, h, sp.autocorrelation_lags),
     )
+
+
+#: Multi-rate attempts per template: a filter's rate keeps at least this many of its samples per
+#: e-folding of its decay (0: the frequency rule alone).  Short-lived filters (a BBH merger's) sampled
+#: more coarsely than this lose their shape; the first that keeps the overlap is used.
+DECAY_SAMPLES = (0, 4, 8, 16, 32)
+
+
+def _multirate(filt, h: np.ndarray, cfg: BankConfig):
+    """The template's filters moved to lower rates (:mod:`gwbatch.spiir.multirate`): the fewest updates
+    among :data:`DECAY_SAMPLES` whose response's overlap is within ``spiir.multirate_tolerance`` of the
+    single-rate filters'; ``(a, b, d, level, response, overlap, latency)``, or None (stay single-rate)."""
+    sp = cfg.spiir
+    base = filter_levels(filt.a, cfg.sample_rate, cfg.f_low, sp.multirate_safety)
+    decay = -1.0 / np.log(np.abs(filt.a))  # samples per e-folding
+    target = np.conj(h[::-1])
+    tried = set()
+    for samples in DECAY_SAMPLES:
+        level = base if not samples else np.minimum(base, np.floor(np.log2(np.maximum(decay / samples, 1.0))))
+        level = level.astype(np.int8)
+        if not level.any():
+            return None
+        if level.tobytes() in tried:
+            continue
+        tried.add(level.tobytes())
+        a, b, d = to_rate(filt.a, filt.b, filt.d, level)
+        response, start = effective_response(a, b, d, level)
+        scale = np.sqrt(2.0 / np.sum(np.abs(response) ** 2))  # normalised on the response it really has
+        b, response = b * scale, response * scale
+        ov, lag = overlap(response, np.concatenate([np.zeros(start), target]))
+        if ov >= filt.overlap - sp.multirate_tolerance:
+            return a, b, d, level, response, ov, h.size - 1 + lag
+    return None
+
+
+def multirate_tail(cfg: BankConfig) -> int:
+    """Samples after a chunk's own that the bank's multi-rate ladder needs (0 single-rate)."""
+    sp = cfg.spiir
+    return reach(max_level(cfg.f_low, cfg.sample_rate, sp.multirate_safety)) if sp.multirate else 0
 
 
 def place(cfg: BankConfig, psd: PSD, templates_from_file: list[Template] | None = None) -> list[Template]:
@@ -97,6 +148,11 @@ def place(cfg: BankConfig, psd: PSD, templates_from_file: list[Template] | None 
     return space.templates(points)
 
 
+#: The per-template arrays of a :class:`FilterBank` (rows are templates).
+PER_TEMPLATE = ("mass1", "mass2", "spin1z", "spin2z", "n_filters", "length", "latency", "merger_delay",
+                "epsilon", "overlap", "overlap_single", "sigma", "a", "b", "d", "level", "autocorr")
+
+
 @dataclass(frozen=True)
 class FilterBank:
     """The packed bank for one PSD: what the filtering kernels and the trigger code use."""
@@ -114,11 +170,13 @@ class FilterBank:
     latency: np.ndarray
     merger_delay: np.ndarray
     epsilon: np.ndarray
-    overlap: np.ndarray
+    overlap: np.ndarray  # of the response the bank runs
+    overlap_single: np.ndarray  # of the same filters all at the top rate
     sigma: np.ndarray
-    a: np.ndarray  # (T, L) complex64, padding a = b = 0
+    a: np.ndarray  # (T, L) complex64, padding a = b = 0; each filter at its own rate
     b: np.ndarray
-    d: np.ndarray  # (T, L) int32
+    d: np.ndarray  # (T, L) int32, in samples of the filter's rate
+    level: np.ndarray  # (T, L) int8: filter runs at sample_rate / 2^level
     autocorr: np.ndarray  # (T, 2m+1) complex64
     psd: PSD
     fingerprint: str
@@ -129,17 +187,30 @@ class FilterBank:
         return int(self.mass1.size)
 
     @property
+    def levels(self) -> int:
+        """The lowest rung of the rate ladder the bank uses (0: single-rate)."""
+        return int(self.level.max()) if self.level.size else 0
+
+    @functools.cached_property
+    def level_sets(self) -> dict[int, tuple]:
+        """The filters split by rung (:func:`gwbatch.spiir.multirate.level_sets`)."""
+        return level_sets(self.a, self.b, self.d, self.level)
+
+    def updates_per_sample(self) -> np.ndarray:
+        """Filter updates per top-rate sample, per template (the single-rate count is ``n_filters``)."""
+        used = self.b != 0
+        return np.sum(np.where(used, 2.0 ** -self.level.astype(np.float64), 0.0), axis=1)
+
+    @property
     def warmup(self) -> int:
         """Samples before a chunk that every template needs: the longest latency plus the filter decay."""
         return int(self.latency.max()) + 4 * int(self.autocorr.shape[1])
 
     def subset(self, index: np.ndarray) -> "FilterBank":
         """The bank restricted to templates ``index`` (same filters and metadata)."""
-        per_template = ("mass1", "mass2", "spin1z", "spin2z", "n_filters", "length", "latency", "merger_delay",
-                        "epsilon", "overlap", "sigma", "a", "b", "d", "autocorr")
-        values = {k: getattr(self, k)[index] for k in per_template}
+        values = {k: getattr(self, k)[index] for k in PER_TEMPLATE}
         width = int(values["n_filters"].max()) if values["n_filters"].size else 1
-        for k in ("a", "b", "d"):
+        for k in ("a", "b", "d", "level"):
             values[k] = values[k][:, :width]
         return FilterBank(self.name, self.approximant, self.sample_rate, self.f_low, psd=self.psd,
                           fingerprint=self.fingerprint, config=self.config, **values)
@@ -154,6 +225,10 @@ class FilterBank:
             f"max {self.n_filters.max()}, total {int(self.n_filters.sum())}",
             f"  overlap with the exact whitened template: min {ov.min():.4f}, median {np.median(ov):.4f}, "
             f"5th percentile {np.percentile(ov, 5):.4f}",
+            *([f"  multi-rate ({self.levels + 1} rates, {self.sample_rate / 2 ** self.levels:g}-{self.sample_rate:g} Hz): "
+               f"{self.n_filters.sum() / self.updates_per_sample().sum():.2f}x fewer filter updates; overlap "
+               f"loss against single-rate median {np.median(self.overlap_single - ov):.4f}, 95th percentile "
+               f"{np.percentile(self.overlap_single - ov, 95):.4f}"] if self.levels else []),
             "  eps used: " + ", ".join(f"{e:g} x{int(np.sum(self.epsilon == e))}" for e in np.unique(self.epsilon)),
             f"  longest template {self.length.max() / self.sample_rate:.2f} s; "
             f"horizon distance (SNR 8) {self.sigma.min() / 8:.0f}..{self.sigma.max() / 8:.0f} Mpc",
@@ -162,8 +237,8 @@ class FilterBank:
 
 
 #: Bumped whenever construction changes what a built bank holds, so cached banks are rebuilt
-#: (2: the merger is the unwhitened waveform's amplitude peak).
-CONSTRUCTION_VERSION = 2
+#: (2: the merger is the unwhitened waveform's amplitude peak; 3: multi-rate filters).
+CONSTRUCTION_VERSION = 3
 
 
 def construction_key(cfg: BankConfig, templates: list[Template]) -> str:
@@ -191,9 +266,11 @@ def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD, templates: list[
     a = np.zeros((n, width), np.complex64)
     b = np.zeros((n, width), np.complex64)
     d = np.zeros((n, width), np.int32)
+    level = np.zeros((n, width), np.int8)
     for i, bt in enumerate(built):
-        order = np.argsort(bt.d, kind="stable")
-        a[i, : bt.a.size], b[i, : bt.b.size], d[i, : bt.d.size] = bt.a[order], bt.b[order], bt.d[order]
+        order = np.lexsort((bt.d, bt.level))
+        m = bt.a.size
+        a[i, :m], b[i, :m], d[i, :m], level[i, :m] = bt.a[order], bt.b[order], bt.d[order], bt.level[order]
     col = lambda get, dtype: np.array([get(bt) for bt in built], dtype=dtype)  # noqa: E731
     return FilterBank(
         name=cfg.name, approximant=cfg.approximant, sample_rate=cfg.sample_rate, f_low=cfg.f_low,
@@ -202,7 +279,8 @@ def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD, templates: list[
         n_filters=col(lambda t: t.a.size, np.int64), length=col(lambda t: t.length, np.int64),
         latency=col(lambda t: t.latency, np.int64), merger_delay=col(lambda t: t.merger_delay, np.int64),
         epsilon=col(lambda t: t.epsilon, np.float64), overlap=col(lambda t: t.overlap, np.float64),
-        sigma=col(lambda t: t.sigma, np.float64), a=a, b=b, d=d,
+        overlap_single=col(lambda t: t.overlap_single, np.float64),
+        sigma=col(lambda t: t.sigma, np.float64), a=a, b=b, d=d, level=level,
         autocorr=np.stack([bt.autocorr for bt in built]).astype(np.complex64),
         psd=psd, fingerprint=bank_fingerprint(cfg, psd, templates), config=cfg.model_dump(mode="json"),
     )

@@ -239,13 +239,14 @@ def construct(h: np.ndarray, *, overlap_target: float = 0.99, epsilons=(0.04, 0.
     return IIRFilters(a, b, d, eps, ov, latency=h.size - 1 + lag, peak_offset=h.size - 1 - peak)
 
 
-def autocorrelation(filters: IIRFilters, h: np.ndarray, lags: int) -> np.ndarray:
+def autocorrelation(response: np.ndarray, h: np.ndarray, lags: int) -> np.ndarray:
     """``R(s)`` for ``s = -lags..lags``: the SPIIR response to its own template, normalised to ``R(0) = 1``.
 
+    ``response``: the filters' impulse response as the bank runs them (single- or multi-rate).
     This is what ``z`` looks like around a signal's peak (gstlal's autocorrelation chi-squared uses
     the SPIIR response, not the exact template).
     """
-    r = impulse_response(filters.a, filters.b, filters.d)
+    r = response
     n = 1 << int(np.ceil(np.log2(r.size + h.size + 2 * lags)))
     y = np.fft.ifft(np.fft.fft(r, n) * np.fft.fft(h, n))  # filter output for the complex template
     peak = int(np.argmax(np.abs(y)))

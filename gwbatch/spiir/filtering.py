@@ -78,6 +78,25 @@ def filter_bank_numba(x, a, b, d, threads: int | None = None) -> np.ndarray:
     return partial.reshape(n_templates, groups, x.size).sum(axis=1, dtype=np.complex64)
 
 
+def filter_templates(x, bank, origin: int = 0):
+    """A packed bank's (:class:`~gwbatch.spiir.bank.FilterBank`) top-rate output for ``x``:
+    multi-rate when its filters use lower rates (:func:`gwbatch.spiir.multirate.filter_multirate`).
+
+    ``origin``: the absolute sample number of ``x[0]``.  The multi-rate ladder is periodic in time
+    (period ``2^K``), so its rungs sit on absolute multiples of ``2^k``: ``x`` gets ``origin mod 2^K``
+    zeros in front (zeros are what the contract takes before ``x``), and any two chunks of one
+    stream give the same output where both are warm."""
+    if not bank.levels:
+        return filter_bank(x, bank.a, bank.b, bank.d)
+    from gwbatch.spiir.multirate import filter_multirate
+
+    pad = int(origin) % (1 << bank.levels)
+    if pad:
+        xp = array_namespace(x)
+        x = xp.concatenate([xp.zeros(pad, dtype=x.dtype), x])
+    return filter_multirate(x, bank.level_sets, filter_bank)[..., pad:]
+
+
 def filter_bank(x, a, b, d):
     """Dispatch: the CUDA kernel for CuPy input, else the numba twin."""
     if array_namespace(x) is np:

@@ -26,7 +26,7 @@ import numpy as np
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.candidates.coincidence import cluster_in_time
 from gwbatch.spiir.bank import FilterBank
-from gwbatch.spiir.filtering import filter_bank
+from gwbatch.spiir.filtering import filter_templates
 
 _FIELDS = ("peak", "merger", "template", "snr", "phase", "chisq")
 
@@ -120,7 +120,7 @@ def find_triggers(x, valid, bank: FilterBank, *, threshold: float, cluster_windo
     parts = []
     for lo in range(0, bank.size, batch):
         part = bank.subset(np.arange(lo, min(lo + batch, bank.size)))
-        z = filter_bank(x, part.a, part.b, part.d)
+        z = filter_templates(x, part, origin)
         mag = xp.abs(z) * mask[None, :]
         row, peak = window_peaks(mag, threshold, cluster_window, origin)
         if own is not None:
