@@ -14,7 +14,7 @@ from gwbatch.simulate.noise import coloured_noise, colouring_filter
 from gwbatch.spiir import multirate as mr
 from gwbatch.spiir.bank import build_template, frequency_grid, pack
 from gwbatch.spiir.construct import impulse_response, overlap, whitened_template
-from gwbatch.spiir.filtering import filter_bank_numba, filter_templates
+from gwbatch.spiir.filtering import filter_templates
 from gwbatch.waveforms import Template, frequency_domain
 from gwbatch.waveforms.taylorf2 import isco_frequency
 

@@ -180,14 +180,5 @@ def effective_response(a: np.ndarray, b: np.ndarray, d: np.ndarray, level: np.nd
     n = -(-n // step) * step
     x = np.zeros(n)
     x[start] = 1.0
-    xs = [x]
-    for _ in range(top):
-        xs.append(decimate2(xs[-1]))
-    acc = None
-    for k in range(top, -1, -1):
-        if acc is not None:
-            acc = interpolate2(acc, xs[k].shape[-1])
-        if k in responses:
-            z = fftconvolve(xs[k], responses[k])[: xs[k].size]
-            acc = z if acc is None else acc + z
-    return acc, start
+    return filter_multirate(x, {k: (r,) for k, r in responses.items()},
+                            lambda xk, r: fftconvolve(xk, r)[: xk.size]), start
