@@ -64,7 +64,7 @@ def _ns(value, what: str) -> int:
     except (InvalidOperation, ValueError):
         raise DataError(f"{what}: {str(value)[:40]!r} is not a GPS time") from None
     if not d.is_finite() or not 0 <= d < GPS_MAX:
-        raise DataError(f"{what}: GPS time {str(value)[:40]} is outside [0, 2**32) s")
+        raise DataError(f"{what}: GPS time {repr(value)[:40]} is outside [0, 2**32) s")
     return int((d * _NS).to_integral_value())
 
 
@@ -150,7 +150,7 @@ def read_gwosc_json(path: Path, text: str) -> tuple[str | None, np.ndarray]:
     out = []
     for i, pair in enumerate(segs):
         if not (isinstance(pair, list) and len(pair) == 2):
-            raise DataError(f"segment file {path}: segments[{i}] is {str(pair)[:40]}, not [start, stop]")
+            raise DataError(f"segment file {path}: segments[{i}] is {repr(pair)[:40]}, not [start, stop]")
         what = f"segment file {path} segments[{i}]"
         out.append((_ns(pair[0], what), _ns(pair[1], what)))
     name = doc.get("id", doc.get("flag"))
