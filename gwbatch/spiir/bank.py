@@ -71,12 +71,11 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     sp = cfg.spiir
     filt = construct(h, overlap_target=sp.overlap_target, epsilons=sp.epsilons, alpha=sp.alpha, beta=sp.beta,
                      least_squares=sp.least_squares, phase=white.phase, merger=white.merger)
-    a, b, d, level = filt.a, filt.b, filt.d, np.zeros(filt.a.size, np.int8)
-    response, ov, latency = impulse_response(a, b, d), filt.overlap, filt.latency
-    if sp.multirate:
-        moved = _multirate(filt, h, cfg)
-        if moved is not None:
-            a, b, d, level, response, ov, latency = moved
+    moved = _multirate(filt, h, cfg) if sp.multirate else None
+    if moved is None:  # single-rate
+        moved = (filt.a, filt.b, filt.d, np.zeros(filt.a.size, np.int8), impulse_response(filt.a, filt.b, filt.d),
+                 filt.overlap, filt.latency)
+    a, b, d, level, response, ov, latency = moved
     band = f >= cfg.f_low
     sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
     return BuiltTemplate(

@@ -90,13 +90,12 @@ def reach(levels: int) -> int:
     return int(sum(2 * _CENTRE * (1 << (k - 1)) for k in range(1, levels + 1)))
 
 
-def decimate2(x, n_out: int | None = None):
+def decimate2(x):
     """``x`` (last axis) low-passed by :data:`HALF_BAND` and kept every other sample; sample ``j``
     is at input sample ``2j`` (zeros taken beyond the ends)."""
     xp = array_namespace(x)
     upfirdn = _upfirdn(xp)
-    n = x.shape[-1]
-    n_out = -(-n // 2) if n_out is None else n_out
+    n_out = -(-x.shape[-1] // 2)
     taps = xp.asarray(HALF_BAND, dtype=xp.float32 if x.dtype in (np.float32, np.complex64) else xp.float64)
     y = upfirdn(taps, x, 1, 2, axis=-1)
     return y[..., _CENTRE // 2: _CENTRE // 2 + n_out].astype(x.dtype, copy=False)
@@ -170,13 +169,8 @@ def effective_response(a: np.ndarray, b: np.ndarray, d: np.ndarray, level: np.nd
     top = int(level.max()) if level.size else 0
     step = 1 << top
     start = -(-(reach(top) + TAPS) // step) * step if start is None else start
-    lengths = {}
-    responses = {}
-    for k in np.unique(level).tolist():
-        mine = level == k
-        responses[k] = impulse_response(a[mine], b[mine], d[mine])
-        lengths[k] = responses[k].size
-    n = start + max(lengths[k] << k for k in lengths) + reach(top) + TAPS
+    responses = {k: impulse_response(a[level == k], b[level == k], d[level == k]) for k in np.unique(level).tolist()}
+    n = start + max(r.size << k for k, r in responses.items()) + reach(top) + TAPS
     n = -(-n // step) * step
     x = np.zeros(n)
     x[start] = 1.0
