@@ -327,3 +327,107 @@ def test_plan_refuses_a_span_of_decades(tmp_path):
     scans = scan_all(files + [far], ["H1:STRAIN"])
     with pytest.raises(DataError, match="4 years"):
         plan_ingest(scans, parse_channels(["H1:STRAIN"]), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# appending later files to a store
+
+
+APPEND_RATES = {"H1": 16384, "V1": 20000}
+#: Five files: two batches that meet end to end (the seam falls inside a chunk), then a file after a 3 s gap.
+APPEND_FILES = [(0, 6), (6, 5), (11, 6), (17, 4), (24, 5)]
+
+
+def _batches(files):
+    return [files[:2], files[2:4], files[4:]]
+
+
+def test_append_equals_one_ingest(tmp_path):
+    """A store made from the first two files and extended twice (a seam with no gap inside a chunk,
+    then a file after a gap) equals one ingest of all five files: every sample, every chunk file's
+    digest, the DQ; the provenance lists all five files and both appends."""
+    files, _ = _noise_frames(tmp_path, APPEND_RATES, APPEND_FILES)
+    channels, args = ["H1:STRAIN", "V1:STRAIN"], dict(sample_rate=4096, chunk_samples=3 * 4096)
+    whole = _ingest(files, channels, tmp_path / "whole.zarr", **args)
+    out = tmp_path / "grown.zarr"
+    batches = _batches(files)
+    _ingest(batches[0], channels, out, **args)
+    for batch in batches[1:]:
+        summary = _ingest(batch, channels, out, append=True, **args)
+    grown = read_meta(out)
+    assert (grown.t0, grown.n_samples, grown.chunk_samples) == (read_meta(whole.path).t0, whole.plan.n_samples,
+                                                                 whole.plan.chunk_samples)
+    assert np.array_equal(_all(out), _all(whole.path), equal_nan=True)
+    assert np.array_equal(grown.checksums, read_meta(whole.path).checksums)
+    assert np.array_equal(read_dq(grown, grown.ifos), read_dq(read_meta(whole.path), grown.ifos))
+    assert [f["name"] for f in grown.provenance["files"]] == [f.name for f in files]
+    assert [a["files"] for a in grown.provenance["appends"]] == [2, 1]
+    assert summary.blocks_written == len(summary.plan.blocks)
+    # the seam between the batches is finite: the outputs the first store masked at its end were filled
+    seam = 11 * 4096
+    assert np.isfinite(_all(out)[:, seam - 400: seam + 400]).all()
+    assert not list(tmp_path.glob(".grown.zarr*"))
+
+
+def test_interrupted_append_leaves_the_store_and_resumes(tmp_path, monkeypatch):
+    """An append interrupted part way leaves the store as it was (every chunk verified); the same
+    command then takes over the partial store and gives what one ingest gives."""
+    import workflow.ingest as ingest
+
+    files, _ = _noise_frames(tmp_path, APPEND_RATES, APPEND_FILES)
+    channels, args = ["H1:STRAIN", "V1:STRAIN"], dict(sample_rate=4096, chunk_samples=4096)
+    whole = _ingest(files, channels, tmp_path / "whole.zarr", **args)
+    out = tmp_path / "grown.zarr"
+    _ingest(files[:3], channels, out, **args)
+    before, before_sums = _all(out), read_meta(out).checksums
+    real, calls = ingest.ingest_block, []
+
+    def interrupted(*a, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(ingest, "ingest_block", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _ingest(files[3:], channels, out, append=True, **args)
+    assert np.array_equal(_all(out), before, equal_nan=True)
+    assert np.array_equal(read_meta(out).checksums, before_sums)
+    assert len(list(tmp_path.glob(".grown.zarr.resume-*"))) == 1
+    monkeypatch.setattr(ingest, "ingest_block", real)
+    again = _ingest(files[3:], channels, out, append=True, **args)
+    assert again.blocks_resumed == 2
+    assert np.array_equal(_all(out), _all(whole.path), equal_nan=True)
+    assert np.array_equal(read_meta(out).checksums, read_meta(whole.path).checksums)
+
+
+def test_append_refusals(tmp_path, capsys):
+    """Each refused in one line, the store left as it was: data before the store's end, other
+    channels, another native rate, a store not made from frames, --append with --overwrite."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    files, _ = _noise_frames(tmp_path / "a", {"H1": 4096}, [(0, 4), (4, 4), (3, 4)])
+    out = tmp_path / "s.zarr"
+    _ingest(files[:2], ["H1:STRAIN"], out, chunk_samples=4096)
+    before = _all(out)
+
+    def refused(inputs, channels, needle, *extra):
+        args = ["ingest", "frames", *map(str, inputs), *sum((["--channel", c] for c in channels), []),
+                "--out", str(out), "--workers", "1", "--no-progress", *extra]
+        code = main(args)
+        err = capsys.readouterr().err.strip()
+        assert code != 0 and len(err.splitlines()) == 1 and needle in err, err
+        assert np.array_equal(_all(out), before, equal_nan=True)
+        return err
+
+    refused([files[2]], ["H1:STRAIN"], "before the end of the H1 data", "--append")
+    other, _ = _noise_frames(tmp_path / "b", {"H1": 2048, "L1": 2048}, [(8, 4)])
+    refused(other, ["H1:STRAIN", "L1:STRAIN"], "not the store's", "--append")
+    refused(other, ["H1:STRAIN"], "2048 Hz", "--append")
+    refused(other, ["H1:STRAIN"], "--append extends a store", "--append", "--overwrite")
+    simulated = tmp_path / "sim.zarr"
+    assert main(["simulate", "--out", str(simulated), "--duration", "8", "--ifos", "H1", "--sample-rate", "4096", "--seed", "1"]) == 0
+    capsys.readouterr()
+    code = main(["ingest", "frames", str(other[0]), "--channel", "H1:STRAIN", "--out", str(simulated), "--append",
+                 "--workers", "1", "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and "not made by 'gwbatch ingest frames'" in err and len(err.splitlines()) == 1

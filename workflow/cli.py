@@ -138,8 +138,8 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    if args.format != "frames" and (args.channel or args.sample_rate is not None):
-        raise ConfigError(f"--channel and --sample-rate are for 'ingest frames', not 'ingest {args.format}'")
+    if args.format != "frames" and (args.channel or args.sample_rate is not None or args.append):
+        raise ConfigError(f"--channel, --sample-rate and --append are for 'ingest frames', not 'ingest {args.format}'")
     if args.format == "frames":
         from workflow.ingest import ingest_channels
 
@@ -147,6 +147,7 @@ def cmd_ingest(args) -> int:
             raise ConfigError(f"--workers must be at least 1, got {args.workers}")
         summary = ingest_channels(
             args.files, args.channel or [], args.out, sample_rate=args.sample_rate, overwrite=args.overwrite,
+            append=args.append,
             workers=args.workers, cluster_kind="in-process" if args.workers == 1 else "local",
             progress=not args.no_progress,
         )
@@ -347,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--no-progress", action="store_true", help="frames: no progress bars")
     ing.add_argument("--name", help="series name for a SIGPROC series (default: from the telescope id)")
     ing.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    ing.add_argument("--append", action="store_true",
+                     help="frames: extend the store --out (made by 'ingest frames') with later files of the same "
+                          "channels; the result equals one ingest of all the files")
     ing.set_defaults(func=cmd_ingest)
 
     bank = sub.add_parser("bank", help="place or build a SPIIR template bank, or summarise built banks")

@@ -12,10 +12,20 @@ Resumable: the store is written as ``.NAME.resume-KEY`` (KEY: a digest of the in
 sizes and modification times, the channels, the rate and the filter) with a journal of finished
 blocks; an interrupted ingest (Ctrl-C, SIGTERM, a killed job) rerun with the same command takes it
 over and writes only the blocks not in the journal.  Bad input removes it.
+
+Appendable (``--append``): an archive grows, so a store made by this command keeps each detector's
+last native samples (its tail, twice the resampling filter's reach) and can be extended with later
+files of the same channels.  The extended store is written beside it as above: the old chunk files
+are hard-linked (no sample copied, their digests carried), the chunks next to the old end are
+computed again from the tail and the new files and merged with the old ones (where both hold a
+sample they must be equal), DQ is the old DQ OR the new, and the provenance lists every file
+with the date of each append.  It replaces the old store only when complete; the result equals
+one ingest of all the files, chunk file for chunk file.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import logging
@@ -29,11 +39,12 @@ import numpy as np
 from gwbatch import __version__
 from gwbatch.config import ClusterConfig
 from gwbatch.errors import DataError, GwbatchError, OutputError
-from gwbatch.io.channels import IngestPlan, compare_overlap, ingest_block, plan_ingest, unpack_seconds
+from gwbatch.io.channels import (IngestPlan, PieceReader, compare_overlap, ingest_block, native_tail, plan_ingest,
+                                 store_base, unpack_seconds)
 from gwbatch.io.frames import (Channel, FileScan, channel_sources, expand_inputs, parse_channels, probe_channel,
                                 scan_file, with_frame_pieces)
 from gwbatch.io.resample import ATTENUATION_DB, PASSBAND
-from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreWriter
+from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreMeta, StoreWriter, read_dq
 from workflow.cluster import start_cluster
 from workflow.execute import Call, run_calls
 
@@ -53,14 +64,21 @@ class IngestSummary:
     blocks_resumed: int
 
 
-def resume_key(files: Sequence[Path], channels: Sequence[Channel], sample_rate: int | None, chunk: int) -> str:
-    """What the store is made from: the files as they are now, the channels, rate and filter."""
+def resume_key(files: Sequence[Path], channels: Sequence[Channel], sample_rate: int | None, chunk: int,
+               base: StoreMeta | None = None) -> str:
+    """What the store is made from: the files as they are now, the channels, rate and filter, and
+    for an append the store it extends (its checksum table and attributes)."""
     stats = []
     for f in files:
         st = f.stat()
         stats.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
+    extends = None
+    if base is not None:
+        extends = [str(base.t0), base.n_samples, base.chunk_samples,
+                   hashlib.sha256(np.ascontiguousarray(base.checksums).tobytes()).hexdigest()]
     blob = json.dumps({"files": stats, "channels": [c.name for c in channels], "rate": sample_rate, "chunk": chunk,
-                       "filter": [ATTENUATION_DB, PASSBAND], "version": __version__}, sort_keys=True)
+                       "filter": [ATTENUATION_DB, PASSBAND], "version": __version__, "extends": extends},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -101,20 +119,40 @@ def _failure(what: str):
     return failure
 
 
+def _appended_provenance(base: dict, new: dict) -> dict:
+    """The provenance of an extended store: the first ingest's, every file of both, each append dated."""
+    merged = dict(base)
+    merged["files"] = list(base.get("files", [])) + new["files"]
+    merged["appends"] = list(base.get("appends", [])) + [{
+        "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "files": len(new["files"]), "gwbatch": __version__}]
+    return merged
+
+
 def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str], out: str | os.PathLike, *,
-                    sample_rate: int | None = None, overwrite: bool = False, workers: int | None = None,
-                    cluster_kind: str = "local", chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
-                    progress: bool = True) -> IngestSummary:
+                    sample_rate: int | None = None, overwrite: bool = False, append: bool = False,
+                    workers: int | None = None, cluster_kind: str = "local",
+                    chunk_samples: int = DEFAULT_CHUNK_SAMPLES, progress: bool = True) -> IngestSummary:
     """Ingest ``channels`` (``IFO:NAME``) from frame/gwpy files, globs or LAL caches into store ``out``
     at ``sample_rate`` Hz (None: the files' common rate).  ``cluster_kind``: ``local`` (``workers``
-    processes, default one per core) or ``in-process``."""
+    processes, default one per core) or ``in-process``.
+
+    ``append``: extend the store ``out`` (made by this command) with later data of the same
+    channels, as one ingest of all the files would have written it: its chunk files are linked,
+    not copied, the chunks next to its old end are computed again from its kept native tail and
+    merged, and the extended store replaces it only when complete."""
     out = Path(out)
     wanted = parse_channels(channels)
-    if out.exists() and not overwrite:
-        raise OutputError(f"{out} already exists; pass --overwrite to replace it")
+    if append and overwrite:
+        raise OutputError("--append extends a store and --overwrite replaces it; pass one of them")
+    if out.exists() and not (overwrite or append):
+        raise OutputError(f"{out} already exists; pass --overwrite to replace it or --append to extend it")
+    base, base_meta = store_base(out) if append else (None, None)
     files = expand_inputs(inputs)
-    key = resume_key(files, wanted, sample_rate, chunk_samples)
+    key = resume_key(files, wanted, sample_rate, chunk_samples, base_meta)
     names = [c.name for c in wanted]
+    reader = PieceReader({base.tail_piece(ifo): t.values for ifo, t in base.tails.items() if t.values.size}
+                         if base is not None else None)
     cfg = ClusterConfig(kind=cluster_kind, n_workers=workers, dashboard_address=":0")
     with start_cluster(cfg, "numpy", len(files)) as cluster:
         scans = [scan for _, scan in run_calls(
@@ -126,20 +164,24 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
                            failure=_failure("probing"), desc="channels", progress=False)
         scans = with_frame_pieces(scans, {call.item: fmt for call, fmt in probes})
         plan = plan_ingest(scans, wanted, sample_rate, chunk_samples=chunk_samples,
-                           tasks=4 * max(1, cluster.workers))
+                           tasks=4 * max(1, cluster.workers), base=base)
         if plan.overlaps:
             list(run_calls(cluster, [Call(f"overlap-{i}", compare_overlap, (o,), o) for i, o in enumerate(plan.overlaps)],
                            failure=_failure("comparing overlap"), desc="overlaps", progress=progress))
         writer = StoreWriter(out, ifos=plan.ifos, sample_rate=plan.sample_rate, t0=plan.t0, n_samples=plan.n_samples,
-                             chunk_samples=plan.chunk_samples, dq_bits=FRAME_DQ_BITS, overwrite=overwrite,
+                             chunk_samples=plan.chunk_samples, dq_bits=FRAME_DQ_BITS, overwrite=overwrite or append,
                              resume_key=key)
         with writer:
             done = _journal(writer.partial) if writer.resumed else {}
             if done:
                 log.info("resuming %s: %d of %d blocks already written", out, len(done), len(plan.blocks))
+            if base_meta is not None:
+                carried = writer.carry_chunks(base_meta, {(b.row, c) for b in plan.blocks for c in range(b.first, b.stop)})
+                log.info("extending %s: %d chunks kept as they are", out, carried)
             todo = [b for b in plan.blocks if b.index not in done]
-            calls = [Call(f"{b.ifo}-chunks-{b.first}-{b.stop}", ingest_block, (plan, b, writer.strain_path), b,
-                          priority=b.stop - b.first) for b in todo]
+            calls = [Call(f"{b.ifo}-chunks-{b.first}-{b.stop}", ingest_block,
+                          (plan, b, writer.strain_path, reader, base_meta), b, priority=b.stop - b.first)
+                     for b in todo]
             with open(writer.partial / JOURNAL, "a") as journal:
                 for call, seconds in run_calls(cluster, calls, failure=_failure("writing"), desc="blocks",
                                                progress=progress):
@@ -148,13 +190,22 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
                                               "seconds": [[a, n, h.hex()] for a, n, h in seconds]}) + "\n")
                     journal.flush()
             dq = np.zeros((len(plan.ifos), plan.n_seconds), dtype=np.uint8)
+            if base_meta is not None:
+                old = read_dq(base_meta, plan.ifos)
+                dq[:, : old.shape[1]] = old
             for block in plan.blocks:
                 for entry in done[block.index]:
                     first, bits = unpack_seconds(*entry)
                     dq[block.row, first: first + bits.size] |= bits.astype(np.uint8)
             for row, ifo in enumerate(plan.ifos):
                 writer.write_dq(ifo, 0, dq[row])
-            writer.set_provenance(_provenance(plan, scans))
+            for call, tail in run_calls(cluster, [Call(f"tail-{ifo}", native_tail, (plan, ifo, reader), ifo)
+                                                  for ifo in plan.ifos], failure=_failure("reading the end of"),
+                                        desc="tails", progress=False):
+                writer.write_native_tail(tail)
+            provenance = _provenance(plan, scans)
+            writer.set_provenance(provenance if base_meta is None else
+                                  _appended_provenance(base_meta.provenance, provenance))
             (writer.partial / JOURNAL).unlink(missing_ok=True)
             path = writer.commit()
     return IngestSummary(path, plan, len(scans), sum(s.size for s in scans), len(todo), len(plan.blocks) - len(todo))

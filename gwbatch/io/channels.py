@@ -31,7 +31,8 @@ from gwbatch.errors import DataError
 from gwbatch.gpstime import GPSTime
 from gwbatch.io.frames import Channel, FileScan, Piece, header_piece, read_piece, shown_names
 from gwbatch.io.resample import Resampler
-from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, MAX_STORE_SECONDS, write_partial_strain
+from gwbatch.io.store import (DEFAULT_CHUNK_SAMPLES, MAX_STORE_SECONDS, NativeTail, StoreMeta, read_meta,
+                              read_native_tails, read_strain, write_partial_strain)
 
 _NS = 1_000_000_000
 #: The fewest pieces (frames) a block task covers, where there are enough: see :func:`_blocks`.
@@ -168,10 +169,79 @@ def _blocks(plan_rows: dict[str, int], placed: dict[str, tuple[Placed, ...]], re
     return tuple(blocks)
 
 
+@dataclass(frozen=True, eq=False)
+class StoreBase:
+    """The store an append extends (``ingest frames --append``): its grid, what it was made from,
+    and per detector the native samples before its data's end (:class:`NativeTail`)."""
+
+    path: Path
+    t0: GPSTime
+    sample_rate: int
+    n_samples: int
+    chunk_samples: int
+    channels: dict[str, str]
+    native_rates: dict[str, int]
+    resampling: dict[str, dict]
+    tails: dict[str, NativeTail]
+
+    def tail_piece(self, ifo: str) -> Piece | None:
+        """The tail as a piece in memory (None when the filter needs no past samples)."""
+        tail = self.tails[ifo]
+        if not tail.values.size:
+            return None
+        return Piece(Path(f"<{self.path.name} {ifo} tail>"), self.channels[ifo],
+                     self.t0.add_samples(tail.start, tail.rate), tail.rate, tail.values.size, -2, "float64")
+
+
+def store_base(path: str | os.PathLike) -> tuple[StoreBase, StoreMeta]:
+    """The store at ``path`` as an append's :class:`StoreBase` (with its checked
+    :class:`~gwbatch.io.store.StoreMeta`); refused unless ``gwbatch ingest frames`` made it."""
+    meta = read_meta(path)
+    provenance = meta.provenance
+    tails = read_native_tails(meta)
+    if provenance.get("source") != "channel files" or tails is None:
+        raise DataError(f"--append: {meta.path} was not made by 'gwbatch ingest frames' of this version (provenance "
+                        f"source {provenance.get('source')!r}, native tails {'kept' if tails else 'missing'}); "
+                        f"only such stores can be extended")
+    if meta.sample_rate != int(meta.sample_rate):
+        raise DataError(f"--append: {meta.path} has sample rate {meta.sample_rate!r} Hz, not a whole number")
+    base = StoreBase(meta.path, meta.t0, int(meta.sample_rate), meta.n_samples, meta.chunk_samples,
+                     {ifo: provenance["channels"][ifo] for ifo in meta.ifos},
+                     {ifo: int(provenance["native_rates"][ifo]) for ifo in meta.ifos},
+                     dict(provenance.get("resampling", {})), tails)
+    return base, meta
+
+
+def _check_append(base: StoreBase, channels: Sequence[Channel], native: dict[str, int], sample_rate: int | None,
+                  by_ifo: dict[str, list[Piece]]) -> None:
+    """Refuse new pieces that do not continue ``base`` as one ingest of all the files would."""
+    if {c.ifo: c.name for c in channels} != base.channels:
+        raise DataError(f"--append: the channels {', '.join(c.name for c in channels)} are not the store's "
+                        f"({', '.join(base.channels.values())}); name the same channels")
+    if sample_rate is not None and sample_rate != base.sample_rate:
+        raise DataError(f"--append: --sample-rate {sample_rate} is not the store's rate, {base.sample_rate} Hz")
+    for ifo, pieces in by_ifo.items():
+        if native[ifo] != base.native_rates[ifo]:
+            raise DataError(f"--append: {pieces[0].path} holds {pieces[0].channel} at {native[ifo]} Hz, but {base.path} "
+                            f"was made from {base.native_rates[ifo]} Hz data; one detector's files must share one rate")
+        if Resampler(native[ifo], base.sample_rate).describe() != base.resampling.get(ifo):
+            raise DataError(f"--append: {base.path} resampled {ifo} with another filter ({base.resampling.get(ifo)}); "
+                            f"re-ingest it with this version")
+        tail = base.tails[ifo]
+        for p in pieces:
+            if _grid_offset(p, base.t0) < tail.end:
+                raise DataError(f"--append: {p.path}: {p.channel} starts at GPS {p.t0}, before the end of the {ifo} data "
+                                f"{base.path} already holds (GPS {base.t0.add_samples(tail.end, tail.rate)}); an "
+                                f"append takes only later data")
+
+
 def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_rate: int | None, *,
-                chunk_samples: int = DEFAULT_CHUNK_SAMPLES, tasks: int = 1) -> IngestPlan:
+                chunk_samples: int = DEFAULT_CHUNK_SAMPLES, tasks: int = 1, base: StoreBase | None = None) -> IngestPlan:
     """The ingest of ``channels`` from the scanned files, resampled to ``sample_rate`` (None: the
-    detectors' common native rate, refused if they differ), cut into about ``tasks`` blocks."""
+    detectors' common native rate, refused if they differ), cut into about ``tasks`` blocks.
+
+    With ``base``, the files extend that store: the plan keeps its t0, rate and chunk length, places
+    its tails (:class:`NativeTail`) before the new pieces, and covers at least its samples."""
     by_ifo: dict[str, list[Piece]] = {c.ifo: [] for c in channels}
     for scan in scans:
         for piece in scan.pieces:
@@ -182,6 +252,13 @@ def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_r
         raise DataError(f"channel {', '.join(missing)} is in none of the {len(scans)} input files "
                         f"(they hold: {shown_names(held, 12)})")
     native = {ifo: pieces[0].sample_rate for ifo, pieces in by_ifo.items()}
+    if base is not None:
+        _check_append(base, channels, native, sample_rate, by_ifo)
+        sample_rate = base.sample_rate
+        for ifo in by_ifo:
+            tail = base.tail_piece(ifo)
+            if tail is not None:
+                by_ifo[ifo].append(tail)
     if sample_rate is None:
         if len(set(native.values())) > 1:
             rates = ", ".join(f"{ifo} {r} Hz" for ifo, r in native.items())
@@ -189,7 +266,7 @@ def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_r
         sample_rate = next(iter(native.values()))
     if not (isinstance(sample_rate, int) and 1 <= sample_rate <= 1_000_000):
         raise DataError(f"--sample-rate {sample_rate!r} must be a whole number of Hz in [1, 1000000]")
-    t0 = min(p.t0 for pieces in by_ifo.values() for p in pieces)
+    t0 = base.t0 if base is not None else min(p.t0 for pieces in by_ifo.values() for p in pieces)
     placed: dict[str, tuple[Placed, ...]] = {}
     overlaps: list[Overlap] = []
     for ifo, pieces in by_ifo.items():
@@ -200,15 +277,21 @@ def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_r
     # The store's end: the last output sample whose time lies inside some detector's data.
     n_samples = max(-(-p.stop * resamplers[ifo].up // resamplers[ifo].down)
                     for ifo, ps in placed.items() for p in ps)
+    if base is not None:
+        n_samples = max(n_samples, base.n_samples)
     if n_samples / sample_rate > MAX_STORE_SECONDS:
         raise DataError(f"the files span {n_samples / sample_rate:.6g} s from GPS {t0}; a store may span at most "
                         f"{MAX_STORE_SECONDS:.0f} s (4 years): is one file's start time wrong?")
-    chunk = min(_chunk_samples(list(resamplers.values()), chunk_samples),
-                _chunk_samples(list(resamplers.values()), n_samples))
-    ifos = tuple(c.ifo for c in channels)
+    if base is not None:
+        chunk = base.chunk_samples  # the store's own grid (a multiple of every filter's phase count)
+    else:
+        chunk = min(_chunk_samples(list(resamplers.values()), chunk_samples),
+                    _chunk_samples(list(resamplers.values()), n_samples))
+    ifos = tuple(base.channels) if base is not None else tuple(c.ifo for c in channels)
+    names = {c.ifo: c.name for c in channels}
     rows = {ifo: i for i, ifo in enumerate(ifos)}
     return IngestPlan(
-        ifos=ifos, channels={c.ifo: c.name for c in channels}, native_rates=native, sample_rate=sample_rate,
+        ifos=ifos, channels={ifo: names[ifo] for ifo in ifos}, native_rates=native, sample_rate=sample_rate,
         t0=t0, n_samples=int(n_samples), chunk_samples=int(chunk), resamplers=resamplers, placed=placed,
         overlaps=tuple(overlaps), blocks=_blocks(rows, placed, resamplers, n_samples, chunk, tasks),
     )
@@ -245,11 +328,51 @@ def _fill(buffer: np.ndarray, start: int, pieces: Sequence[Placed], cache: dict,
         buffer[lo - start: hi - start] = cache[p.piece][lo - p.start: hi - p.start]
 
 
-def ingest_block(plan: IngestPlan, block: Block, strain_path: str,
-                 reader: Reader = read_piece) -> list[tuple[int, int, bytes]]:
+class PieceReader:
+    """Reads a piece: from ``arrays`` (pieces held in memory: series, a store's tails), else from
+    its file.  Picklable, so tasks on the cluster take it."""
+
+    def __init__(self, arrays: dict[Piece, np.ndarray] | None = None) -> None:
+        self.arrays = dict(arrays or {})
+
+    def __call__(self, piece: Piece) -> np.ndarray:
+        return self.arrays[piece] if piece in self.arrays else read_piece(piece)
+
+
+def native_tail(plan: IngestPlan, ifo: str, reader: Reader = read_piece) -> NativeTail:
+    """The last native samples of ``ifo``'s data that an append needs: twice the filter's halo
+    before the end of its last piece (an output next to the end reaches one halo back, and its
+    filter one halo further), from a sample whose time is a whole nanosecond."""
+    r = plan.resamplers[ifo]
+    pieces = plan.placed[ifo]
+    end = max(p.stop for p in pieces)
+    step = r.rate_in // math.gcd(r.rate_in, _NS)  # a start at a whole nanosecond, as a piece's t0 is
+    start = max(0, (end - 2 * r.halo) // step * step)
+    values = np.full(end - start, np.nan)
+    _fill(values, start, pieces, {}, reader)
+    return NativeTail(ifo, plan.native_rates[ifo], start, end, values)
+
+
+def _merge(old: np.ndarray, new: np.ndarray, block: Block, j0: int, base: str) -> np.ndarray:
+    """A chunk of the store being extended (``old``, float32) and the same chunk computed again
+    from its tail and the new files: where both are finite they must be equal (they come from the
+    same samples through the same filter), and the merge keeps every finite sample of either."""
+    new = new.astype(np.float32)
+    old_finite = np.isfinite(old)
+    both = old_finite & np.isfinite(new)
+    if not np.array_equal(old[both], new[both]):
+        bad = int(np.flatnonzero(both & (old != new))[0])
+        raise DataError(f"--append: {block.ifo} sample {j0 + bad} of {base} is {old[bad]!r} but the appended files "
+                        f"give {new[bad]!r} there; the store's tail does not match the files (re-ingest all of them)")
+    return np.where(old_finite, old, new)
+
+
+def ingest_block(plan: IngestPlan, block: Block, strain_path: str, reader: Reader = read_piece,
+                 base: StoreMeta | None = None) -> list[tuple[int, int, bytes]]:
     """Resample and write one block's store chunks (into the partial store's strain array at
     ``strain_path``); returns, per written chunk, ``(first second, seconds, packed bits)``: the seconds
-    of the store holding a finite sample of this detector (its DQ ``DATA`` bit)."""
+    of the store holding a finite sample of this detector (its DQ ``DATA`` bit).  With ``base`` (an
+    append), a chunk the extended store already holds is merged with it (:func:`_merge`)."""
     r, fs, chunk = plan.resamplers[block.ifo], plan.sample_rate, plan.chunk_samples
     pieces = plan.placed[block.ifo]
     cache: dict = {}
@@ -265,6 +388,9 @@ def ingest_block(plan: IngestPlan, block: Block, strain_path: str,
             if p.piece in cache and p.stop <= next_start:
                 del cache[p.piece]
         y = r.block(x)[: j1 - j0]
+        if base is not None and j0 < base.n_samples:
+            old = read_strain(base.slice(j0, j1), [block.ifo], j0, j1)[0]
+            y = _merge(old, y, block, j0, str(base.path))
         finite = np.isfinite(y)
         if not finite.any():
             continue

@@ -9,6 +9,9 @@ Layout::
     checksum (ifo, store_chunk) uint64: per strain chunk, a 64-bit BLAKE2b digest of its key
                                 ``"row/index"`` and its file's bytes; 0: never written
     injections/                 optional: one 1-D array per column of the injection table
+    native_tail/                stores made from channel files: per detector, its last native
+                                samples (:class:`NativeTail`), so ``ingest frames --append``
+                                can extend the store exactly
 
 Attributes: ``format`` (:data:`STORE_FORMAT`), ``sample_rate`` (Hz), ``t0`` (exact GPS, decimal
 string), ``ifos``, ``dq_bits`` (names of the mask bits, bit 0 first), ``provenance``.  There is no
@@ -34,6 +37,7 @@ instead, kept when interrupted and taken over by the next ingest with the same i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -65,6 +69,8 @@ DEFAULT_CHUNK_SAMPLES = 1 << 20
 #: zstd with its frame checksum: a chunk corrupted on disk fails to decode instead of reading as
 #: wrong numbers (a flipped byte in a zstd frame without a checksum can decode to garbage).
 STRAIN_COMPRESSOR = zarr.codecs.ZstdCodec(level=0, checksum=True)
+#: The group of a frame store that keeps each detector's last native samples (:class:`NativeTail`).
+NATIVE_TAIL = "native_tail"
 #: Sample rates a store may have (Hz): below 1 mHz a sample is over 16 minutes; above 1 MHz
 #: float64 GPS times (0.24 µs resolution at 1e9 s) no longer resolve a few samples.
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 1e-3, 1e6
@@ -225,9 +231,12 @@ def _decode_chunk(data: bytes, chunk_samples: int) -> np.ndarray:
     return x
 
 
-def _checksum_table(root: Path, n_ifo: int, n_chunks: int, chunk_samples: int, *, decode: bool) -> np.ndarray:
+def _checksum_table(root: Path, n_ifo: int, n_chunks: int, chunk_samples: int, *, decode: bool,
+                    carried: np.ndarray | None = None) -> np.ndarray:
     """The ``(n_ifo, n_chunks)`` digest table of the strain chunk files under ``root`` (0 where
-    there is none); with ``decode``, each chunk is also decoded and a damaged one refused."""
+    there is none); with ``decode``, each chunk is also decoded and a damaged one refused.
+    ``carried``: digests already known of files linked from another store (nonzero entries), taken
+    as they are while the file is still shared (more than one link) rather than read again."""
     table = np.zeros((n_ifo, n_chunks), dtype=np.uint64)
     for row in range(n_ifo):
         directory = root / "strain" / "c" / str(row)
@@ -238,6 +247,10 @@ def _checksum_table(root: Path, n_ifo: int, n_chunks: int, chunk_samples: int, *
             if not (name.isdigit() and name == str(int(name)) and int(name) < n_chunks):
                 continue  # not a chunk of the grid: never read
             index = int(name)
+            if carried is not None and index < carried.shape[1] and carried[row, index] and not decode \
+                    and entry.stat().st_nlink > 1:
+                table[row, index] = carried[row, index]
+                continue
             data = Path(entry.path).read_bytes()
             if decode:
                 try:
@@ -411,6 +424,7 @@ class StoreWriter:
         self.overwrite = overwrite
         self.resume_key = resume_key
         self.resumed = False
+        self._carried = np.zeros((len(self.ifos), -(-self.n_samples // self.chunk_samples)), dtype=np.uint64)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_partials(self.path)
         if resume_key is not None:
@@ -527,11 +541,45 @@ class StoreWriter:
                 arr[:] = data
         grp.attrs["columns"] = list(table.columns)
 
+    def carry_chunks(self, base: "StoreMeta", rewrite: set[tuple[int, int]]) -> int:
+        """Extend store ``base`` (same detectors, rate, t0 and chunk length; this writer's store is
+        longer): hard-link each of its strain chunk files that is not in ``rewrite`` (``(row,
+        index)`` pairs the caller writes anew) into the partial store, and carry its digest to
+        :meth:`commit`.  No sample is copied; ``base`` is left as it is (a chunk written later is
+        unlinked first, :func:`write_partial_strain`).  Returns the number of chunks carried."""
+        if (base.ifos, base.sample_rate, base.t0, base.chunk_samples) != (self.ifos, self.sample_rate, self.t0,
+                                                                          self.chunk_samples) \
+                or base.n_samples > self.n_samples:
+            raise DataError(f"store {base.path} cannot be extended to {self.path}: its detectors, rate, start or "
+                            f"chunk length differ, or it is longer")
+        carried = 0
+        for row in range(len(self.ifos)):
+            for index in np.flatnonzero(base.checksums[row]):
+                if (row, int(index)) in rewrite:
+                    continue
+                target = _chunk_file(self._tmp, row, int(index))
+                if not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.link(_chunk_file(base.path, row, int(index)), target)
+                self._carried[row, index] = base.checksums[row, index]
+                carried += 1
+        return carried
+
+    def write_native_tail(self, tail: "NativeTail") -> None:
+        """Keep a detector's last native samples (:class:`NativeTail`) for a later append."""
+        group = self._group.require_group(NATIVE_TAIL)
+        arr = group.create_array(tail.ifo, shape=(tail.values.size,), chunks=(max(1, tail.values.size),),
+                                 dtype="float64", fill_value=np.nan, overwrite=True)
+        if tail.values.size:
+            arr[:] = tail.values
+        arr.attrs.update({"rate": tail.rate, "start": tail.start, "end": tail.end, "sha256": tail.sha256()})
+
     def commit(self) -> Path:
         """Seal the store (the checksum of every strain chunk file written), consolidate its
         metadata and move it into place."""
         n_chunks = -(-self.n_samples // self.chunk_samples)
-        table = _checksum_table(self._tmp, len(self.ifos), n_chunks, self.chunk_samples, decode=False)
+        table = _checksum_table(self._tmp, len(self.ifos), n_chunks, self.chunk_samples, decode=False,
+                                carried=self._carried)
         _write_seal(self._group, table, _attributes_digest(self.ifos, self.sample_rate, self.t0, self.dq_bits,
                                                            self.n_samples, self.chunk_samples))
         (self._tmp / _OWNER).unlink(missing_ok=True)
@@ -573,7 +621,60 @@ def write_partial_strain(strain_path: str, row: int, start: int, values: np.ndar
     """Write ``values`` (whole store chunks, as float32) at sample ``start`` of row ``row`` of a
     partial store's strain array (:attr:`StoreWriter.strain_path`): how worker processes write
     distinct chunks of one store at once."""
-    zarr.open_array(strain_path, mode="r+")[row, start: start + values.size] = np.asarray(values, dtype=np.float32)
+    arr = zarr.open_array(strain_path, mode="r+")
+    chunk = arr.chunks[1]
+    for index in range(start // chunk, (start + values.size - 1) // chunk + 1):
+        target = Path(strain_path) / "c" / str(row) / str(index)
+        with contextlib.suppress(FileNotFoundError):
+            if target.stat().st_nlink > 1:  # linked from the store being extended: never write through
+                target.unlink()
+    arr[row, start: start + values.size] = np.asarray(values, dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# what an append needs of a frame store
+
+
+@dataclass(frozen=True, eq=False)
+class NativeTail:
+    """A detector's last native samples before the end of its data in a store made from channel
+    files: ``values`` are native samples ``[start, end)`` (counted at ``rate`` Hz from the store's
+    t0; NaN where there was no data), as many as the resampling filter reaches back from the end,
+    so an append computes the outputs next to the old end exactly as one ingest of all the files
+    would."""
+
+    ifo: str
+    rate: int
+    start: int
+    end: int
+    values: np.ndarray = field(repr=False)
+
+    def sha256(self) -> str:
+        return hashlib.sha256(np.ascontiguousarray(self.values, dtype="<f8").tobytes()).hexdigest()
+
+
+def read_native_tails(meta: "StoreMeta") -> dict[str, NativeTail] | None:
+    """The :class:`NativeTail` of every detector of ``meta``'s store; None for a store without
+    them (not made by ``gwbatch ingest frames``).  A tail whose samples do not match their recorded
+    SHA-256 is a :class:`DataError`."""
+    group = _open_group(meta.path)
+    if NATIVE_TAIL not in group:
+        return None
+    tails = {}
+    for ifo in meta.ifos:
+        arr = _array(meta.path, group[NATIVE_TAIL], ifo, "re-ingest the store")
+        attrs = arr.attrs.asdict()
+        try:
+            tail = NativeTail(ifo, int(attrs["rate"]), int(attrs["start"]), int(attrs["end"]),
+                              _values(meta.path, arr, f"{NATIVE_TAIL}/{ifo}").astype(np.float64))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"store {meta.path}: {NATIVE_TAIL}/{ifo} has attributes {_short(attrs)} "
+                            f"({exc}); re-ingest the store") from None
+        if tail.sha256() != attrs.get("sha256") or tail.end - tail.start != tail.values.size:
+            raise DataError(f"store {meta.path}: {NATIVE_TAIL}/{ifo} does not match its recorded SHA-256 or length; "
+                            f"re-ingest the store")
+        tails[ifo] = tail
+    return tails
 
 
 def file_sha256(path: str | os.PathLike) -> str:
