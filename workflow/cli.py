@@ -138,8 +138,10 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    if args.format != "frames" and (args.channel or args.sample_rate is not None or args.append):
-        raise ConfigError(f"--channel, --sample-rate and --append are for 'ingest frames', not 'ingest {args.format}'")
+    if args.format != "frames" and (args.channel or args.sample_rate is not None or args.append
+                                    or args.backend != "numpy"):
+        raise ConfigError(f"--channel, --sample-rate, --append and --backend are for 'ingest frames', not "
+                          f"'ingest {args.format}'")
     if args.format == "frames":
         from workflow.ingest import ingest_channels
 
@@ -147,7 +149,7 @@ def cmd_ingest(args) -> int:
             raise ConfigError(f"--workers must be at least 1, got {args.workers}")
         summary = ingest_channels(
             args.files, args.channel or [], args.out, sample_rate=args.sample_rate, overwrite=args.overwrite,
-            append=args.append,
+            append=args.append, backend=args.backend,
             workers=args.workers, cluster_kind="in-process" if args.workers == 1 else "local",
             progress=not args.no_progress,
         )
@@ -346,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--workers", type=int,
                      help="frames: worker processes of the local Dask cluster (default one per core; 1: no Dask)")
     ing.add_argument("--no-progress", action="store_true", help="frames: no progress bars")
+    ing.add_argument("--backend", choices=("numpy", "cupy"), default="numpy",
+                     help="frames: run the resampling filter on the CPU (numpy) or the GPU (cupy); default numpy")
     ing.add_argument("--name", help="series name for a SIGPROC series (default: from the telescope id)")
     ing.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ing.add_argument("--append", action="store_true",

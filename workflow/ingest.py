@@ -38,7 +38,7 @@ import numpy as np
 
 from gwbatch import __version__
 from gwbatch.config import ClusterConfig
-from gwbatch.errors import DataError, GwbatchError, OutputError
+from gwbatch.errors import ConfigError, DataError, GwbatchError, OutputError
 from gwbatch.io.channels import (IngestPlan, PieceReader, compare_overlap, ingest_block, native_tail, plan_ingest,
                                  store_base, unpack_seconds)
 from gwbatch.io.frames import (Channel, FileScan, channel_sources, expand_inputs, parse_channels, probe_channel,
@@ -65,9 +65,9 @@ class IngestSummary:
 
 
 def resume_key(files: Sequence[Path], channels: Sequence[Channel], sample_rate: int | None, chunk: int,
-               base: StoreMeta | None = None) -> str:
-    """What the store is made from: the files as they are now, the channels, rate and filter, and
-    for an append the store it extends (its checksum table and attributes)."""
+               base: StoreMeta | None = None, backend: str = "numpy") -> str:
+    """What the store is made from: the files as they are now, the channels, rate and filter (and
+    where it runs), and for an append the store it extends (its checksum table and attributes)."""
     stats = []
     for f in files:
         st = f.stat()
@@ -77,7 +77,7 @@ def resume_key(files: Sequence[Path], channels: Sequence[Channel], sample_rate: 
         extends = [str(base.t0), base.n_samples, base.chunk_samples,
                    hashlib.sha256(np.ascontiguousarray(base.checksums).tobytes()).hexdigest()]
     blob = json.dumps({"files": stats, "channels": [c.name for c in channels], "rate": sample_rate, "chunk": chunk,
-                       "filter": [ATTENUATION_DB, PASSBAND], "version": __version__, "extends": extends},
+                       "filter": [ATTENUATION_DB, PASSBAND, backend], "version": __version__, "extends": extends},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -88,6 +88,7 @@ def _provenance(plan: IngestPlan, scans: Sequence[FileScan]) -> dict:
         "channels": plan.channels,
         "native_rates": plan.native_rates,
         "resampling": {ifo: r.describe() for ifo, r in plan.resamplers.items()},
+        "resampled_on": plan.backend,
         "files": [
             {"name": s.path.name, "path": str(s.path.resolve()), "format": s.format, "size": s.size,
              "sha256": s.sha256, "channels": sorted({p.channel for p in s.pieces}),
@@ -131,11 +132,13 @@ def _appended_provenance(base: dict, new: dict) -> dict:
 
 def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str], out: str | os.PathLike, *,
                     sample_rate: int | None = None, overwrite: bool = False, append: bool = False,
-                    workers: int | None = None, cluster_kind: str = "local",
+                    workers: int | None = None, cluster_kind: str = "local", backend: str = "numpy",
                     chunk_samples: int = DEFAULT_CHUNK_SAMPLES, progress: bool = True) -> IngestSummary:
     """Ingest ``channels`` (``IFO:NAME``) from frame/gwpy files, globs or LAL caches into store ``out``
     at ``sample_rate`` Hz (None: the files' common rate).  ``cluster_kind``: ``local`` (``workers``
-    processes, default one per core) or ``in-process``.
+    processes, default one per core) or ``in-process``; ``backend``: where the resampling filter runs,
+    ``numpy`` (CPU) or ``cupy`` (the GPU, shared by the worker processes; reading frames stays on
+    the CPU).
 
     ``append``: extend the store ``out`` (made by this command) with later data of the same
     channels, as one ingest of all the files would have written it: its chunk files are linked,
@@ -143,13 +146,15 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
     merged, and the extended store replaces it only when complete."""
     out = Path(out)
     wanted = parse_channels(channels)
+    if backend not in ("numpy", "cupy"):
+        raise ConfigError(f"ingest backend {backend!r} is not one of numpy, cupy")
     if append and overwrite:
         raise OutputError("--append extends a store and --overwrite replaces it; pass one of them")
     if out.exists() and not (overwrite or append):
         raise OutputError(f"{out} already exists; pass --overwrite to replace it or --append to extend it")
     base, base_meta = store_base(out) if append else (None, None)
     files = expand_inputs(inputs)
-    key = resume_key(files, wanted, sample_rate, chunk_samples, base_meta)
+    key = resume_key(files, wanted, sample_rate, chunk_samples, base_meta, backend)
     names = [c.name for c in wanted]
     reader = PieceReader({base.tail_piece(ifo): t.values for ifo, t in base.tails.items() if t.values.size}
                          if base is not None else None)
@@ -164,7 +169,7 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
                            failure=_failure("probing"), desc="channels", progress=False)
         scans = with_frame_pieces(scans, {call.item: fmt for call, fmt in probes})
         plan = plan_ingest(scans, wanted, sample_rate, chunk_samples=chunk_samples,
-                           tasks=4 * max(1, cluster.workers), base=base)
+                           tasks=4 * max(1, cluster.workers), base=base, backend=backend)
         if plan.overlaps:
             list(run_calls(cluster, [Call(f"overlap-{i}", compare_overlap, (o,), o) for i, o in enumerate(plan.overlaps)],
                            failure=_failure("comparing overlap"), desc="overlaps", progress=progress))

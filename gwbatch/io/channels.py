@@ -91,6 +91,7 @@ class IngestPlan:
     placed: dict[str, tuple[Placed, ...]]
     overlaps: tuple[Overlap, ...]
     blocks: tuple[Block, ...]
+    backend: str = "numpy"  # where the resampling filter runs: numpy (CPU) or cupy (GPU)
 
     @property
     def n_seconds(self) -> int:
@@ -236,7 +237,8 @@ def _check_append(base: StoreBase, channels: Sequence[Channel], native: dict[str
 
 
 def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_rate: int | None, *,
-                chunk_samples: int = DEFAULT_CHUNK_SAMPLES, tasks: int = 1, base: StoreBase | None = None) -> IngestPlan:
+                chunk_samples: int = DEFAULT_CHUNK_SAMPLES, tasks: int = 1, base: StoreBase | None = None,
+                backend: str = "numpy") -> IngestPlan:
     """The ingest of ``channels`` from the scanned files, resampled to ``sample_rate`` (None: the
     detectors' common native rate, refused if they differ), cut into about ``tasks`` blocks.
 
@@ -293,7 +295,7 @@ def plan_ingest(scans: Sequence[FileScan], channels: Sequence[Channel], sample_r
     return IngestPlan(
         ifos=ifos, channels={ifo: names[ifo] for ifo in ifos}, native_rates=native, sample_rate=sample_rate,
         t0=t0, n_samples=int(n_samples), chunk_samples=int(chunk), resamplers=resamplers, placed=placed,
-        overlaps=tuple(overlaps), blocks=_blocks(rows, placed, resamplers, n_samples, chunk, tasks),
+        overlaps=tuple(overlaps), blocks=_blocks(rows, placed, resamplers, n_samples, chunk, tasks), backend=backend,
     )
 
 
@@ -353,15 +355,25 @@ def native_tail(plan: IngestPlan, ifo: str, reader: Reader = read_piece) -> Nati
     return NativeTail(ifo, plan.native_rates[ifo], start, end, values)
 
 
+#: Where an appended chunk and the store both hold a sample, they may differ by at most this
+#: fraction of the chunk's largest value: float32 rounding of the float64 filter, run on the CPU
+#: or the GPU (an ingest on one and an append on the other), is ~1e-7.
+MERGE_TOLERANCE = 1e-6
+
+
 def _merge(old: np.ndarray, new: np.ndarray, block: Block, j0: int, base: str) -> np.ndarray:
     """A chunk of the store being extended (``old``, float32) and the same chunk computed again
     from its tail and the new files: where both are finite they must be equal (they come from the
-    same samples through the same filter), and the merge keeps every finite sample of either."""
+    same samples through the same filter, within :data:`MERGE_TOLERANCE`), and the merge keeps the
+    store's samples and adds every finite sample it lacked."""
     new = new.astype(np.float32)
     old_finite = np.isfinite(old)
     both = old_finite & np.isfinite(new)
-    if not np.array_equal(old[both], new[both]):
-        bad = int(np.flatnonzero(both & (old != new))[0])
+    # Equal, to float32 rounding of a float64 filter that ran on another device (CPU or GPU).
+    scale = float(np.max(np.abs(old[both]), initial=0.0))
+    differ = both & (np.abs(old - new) > MERGE_TOLERANCE * scale)
+    if differ.any():
+        bad = int(np.flatnonzero(differ)[0])
         raise DataError(f"--append: {block.ifo} sample {j0 + bad} of {base} is {old[bad]!r} but the appended files "
                         f"give {new[bad]!r} there; the store's tail does not match the files (re-ingest all of them)")
     return np.where(old_finite, old, new)
@@ -387,7 +399,7 @@ def ingest_block(plan: IngestPlan, block: Block, strain_path: str, reader: Reade
         for p in pieces:  # pieces no later chunk reaches: each is read once per block
             if p.piece in cache and p.stop <= next_start:
                 del cache[p.piece]
-        y = r.block(x)[: j1 - j0]
+        y = r.block(x, plan.backend)[: j1 - j0]
         if base is not None and j0 < base.n_samples:
             old = read_strain(base.slice(j0, j1), [block.ifo], j0, j1)[0]
             y = _merge(old, y, block, j0, str(base.path))

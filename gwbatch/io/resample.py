@@ -86,12 +86,22 @@ class Resampler:
         """The input sample at the time of output sample ``j`` (``j`` a multiple of ``up``)."""
         return j * self.down // self.up
 
-    def block(self, x: np.ndarray) -> np.ndarray:
+    def block(self, x: np.ndarray, backend: str = "numpy") -> np.ndarray:
         """Resample ``x``, input that holds :attr:`halo` samples on each side of the block it
-        stands for; returns the block's output samples only (exactly those of the whole series)."""
+        stands for; returns the block's output samples only (exactly those of the whole series).
+        ``backend`` ``"cupy"``: the same polyphase filter on the GPU
+        (:func:`cupyx.scipy.signal.resample_poly`, float64; equal to the CPU's to float64
+        rounding), the result back in host memory."""
         if self.identity:
             return np.asarray(x, dtype=np.float64)
-        y = resample_poly(np.asarray(x, dtype=np.float64), self.up, self.down, window=self.taps)
+        if backend == "cupy":
+            import cupy
+            from cupyx.scipy.signal import resample_poly as resample_poly_gpu
+
+            y = resample_poly_gpu(cupy.asarray(x, dtype=cupy.float64), self.up, self.down,
+                                  window=cupy.asarray(self.taps)).get()
+        else:
+            y = resample_poly(np.asarray(x, dtype=np.float64), self.up, self.down, window=self.taps)
         trim = self.out_samples(self.halo)
         return y[trim: y.size - trim] if trim else y
 
