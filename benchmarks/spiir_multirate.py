@@ -126,7 +126,7 @@ def main(argv=None):
     psd = design("aLIGO", cfg.sample_rate)
     copies = -(-args.templates // args.distinct)
     templates = ([Template(*m) for m in masses] * copies)[: args.templates]
-    out = {"device": device_name(), "bank": args.bank, "distinct": args.distinct, "templates": args.templates,
+    out = {"device": device_name("cupy"), "bank": args.bank, "distinct": args.distinct, "templates": args.templates,
            "seconds": args.seconds}
     x = cupy.asarray(rng.standard_normal(args.seconds * fs).astype(np.float32))
     lengths = []
