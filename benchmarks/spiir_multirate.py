@@ -109,6 +109,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json")
     args = ap.parse_args(argv)
+    args.distinct = min(args.distinct, args.templates)
     import cupy
 
     from gwbatch._xp import device_name
