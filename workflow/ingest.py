@@ -37,6 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from gwbatch import __version__
+from gwbatch._xp import resolve_backend
 from gwbatch.config import ClusterConfig
 from gwbatch.errors import ConfigError, DataError, GwbatchError, OutputError
 from gwbatch.io.channels import (IngestPlan, PieceReader, compare_overlap, ingest_block, native_tail, plan_ingest,
@@ -148,6 +149,7 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
     wanted = parse_channels(channels)
     if backend not in ("numpy", "cupy"):
         raise ConfigError(f"ingest backend {backend!r} is not one of numpy, cupy")
+    resolve_backend(backend)  # cupy without a GPU: one line now, not a failed task later
     if append and overwrite:
         raise OutputError("--append extends a store and --overwrite replaces it; pass one of them")
     if out.exists() and not (overwrite or append):

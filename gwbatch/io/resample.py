@@ -95,11 +95,13 @@ class Resampler:
         if self.identity:
             return np.asarray(x, dtype=np.float64)
         if backend == "cupy":
-            import cupy
             from cupyx.scipy.signal import resample_poly as resample_poly_gpu
 
-            y = resample_poly_gpu(cupy.asarray(x, dtype=cupy.float64), self.up, self.down,
-                                  window=cupy.asarray(self.taps)).get()
+            from gwbatch._xp import get_xp
+
+            cp = get_xp("cupy")
+            y = cp.asnumpy(resample_poly_gpu(cp.asarray(x, dtype=cp.float64), self.up, self.down,
+                                             window=cp.asarray(self.taps)))
         else:
             y = resample_poly(np.asarray(x, dtype=np.float64), self.up, self.down, window=self.taps)
         trim = self.out_samples(self.halo)
