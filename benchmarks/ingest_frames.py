@@ -17,14 +17,17 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-RATES = {"H1": 16384, "L1": 16384, "V1": 20000}
-T0 = 1_200_000_000
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.ingest_week import RATES, series, write_file  # noqa: E402
+
 
 
 def _layout(files: int, seconds: int, gap: int, overlap: int) -> list[tuple[int, int]]:
@@ -40,24 +43,8 @@ def _layout(files: int, seconds: int, gap: int, overlap: int) -> list[tuple[int,
     return starts
 
 
-def _series(ifo: str, start: int, seconds: int) -> np.ndarray:
-    """The detector's samples over ``[start, start + seconds)``, the same for any file that covers
-    them (noise seeded per second, so overlapping files agree)."""
-    rate = RATES[ifo]
-    out = np.empty(seconds * rate)
-    for s in range(seconds):
-        rng = np.random.default_rng([start + s, list(RATES).index(ifo)])
-        out[s * rate: (s + 1) * rate] = rng.standard_normal(rate) * 1e-21
-    return out
-
-
 def _write(directory: str, start: int, seconds: int) -> str:
-    from gwbatch.io.frames import write_gwf
-
-    path = Path(directory) / f"HLV-SIM-{T0 + start}-{seconds}.gwf"
-    write_gwf(path, T0 + start, seconds,
-              {f"{ifo}:SIM-STRAIN": (T0 + start, rate, _series(ifo, start, seconds)) for ifo, rate in RATES.items()})
-    return str(path)
+    return write_file(directory, start, seconds, np.float64)  # REAL8, as LIGO's h(t) frames are
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -102,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     meta = read_meta(store)
     a = layout[1][0] + 64
     y = read_strain(meta, ["V1"], a * 4096, (a + 256) * 4096)[0].astype(np.float64)
-    x = _series("V1", a, 256)
+    x = series("V1", a, 256, np.float64)
     f1, p1 = welch(x, fs=20000, nperseg=20000)
     f2, p2 = welch(y, fs=4096, nperseg=4096)
     band = (f2 > 10) & (f2 < PASSBAND * 2048)

@@ -29,11 +29,14 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 RATES = {"H1": 16384, "L1": 16384, "V1": 20000}
 CHANNELS = [f"{ifo}:SIM-STRAIN" for ifo in RATES]
@@ -59,23 +62,25 @@ def layout(n_files: int, seconds: int, batch: int, overlap: int) -> tuple[list[t
     return files, gaps
 
 
-def series(ifo: str, start: int, seconds: int) -> np.ndarray:
-    """The detector's float32 samples over ``[start, start + seconds)``, the same for any file or
-    check that asks for them (noise seeded per second)."""
+def series(ifo: str, start: int, seconds: int, dtype=np.float32) -> np.ndarray:
+    """The detector's samples over ``[start, start + seconds)`` (``dtype``: float32 for REAL4
+    frames, float64 for REAL8), the same for any file or check that asks for them (noise seeded per
+    second, so overlapping files agree)."""
     rate = RATES[ifo]
-    out = np.empty(seconds * rate, dtype=np.float32)
+    out = np.empty(seconds * rate, dtype=dtype)
     for s in range(seconds):
         rng = np.random.default_rng([start + s, list(RATES).index(ifo)])
-        out[s * rate: (s + 1) * rate] = rng.standard_normal(rate, dtype=np.float32) * np.float32(1e-21)
+        out[s * rate: (s + 1) * rate] = rng.standard_normal(rate, dtype=dtype) * dtype(1e-21)
     return out
 
 
-def write_file(directory: str, start: int, seconds: int) -> str:
+def write_file(directory: str, start: int, seconds: int, dtype=np.float32) -> str:
+    """One frame file of all three detectors over ``[start, start + seconds)`` (from T0)."""
     from gwbatch.io.frames import write_gwf
 
     path = Path(directory) / f"HLV-SIM-{T0 + start}-{seconds}.gwf"
-    write_gwf(path, T0 + start, seconds,
-              {f"{ifo}:SIM-STRAIN": (T0 + start, rate, series(ifo, start, seconds)) for ifo, rate in RATES.items()})
+    write_gwf(path, T0 + start, seconds, {f"{ifo}:SIM-STRAIN": (T0 + start, rate, series(ifo, start, seconds, dtype))
+                                          for ifo, rate in RATES.items()})
     return str(path)
 
 

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 BANKS = {"bns": "configs/banks/bns.yaml", "bbh": "configs/banks/bbh.yaml"}
 

@@ -196,6 +196,22 @@ def test_many_workers_write_the_same_store(tmp_path):
     assert np.array_equal(read_meta(one.path).checksums, read_meta(two.path).checksums)
 
 
+def _interrupt_block(monkeypatch, n: int):
+    """Make the ``n``-th block task of an ingest raise KeyboardInterrupt; returns the real task."""
+    import workflow.ingest as ingest
+
+    real, calls = ingest.ingest_block, []
+
+    def interrupted(*a, **kw):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(ingest, "ingest_block", interrupted)
+    return real
+
+
 def test_interrupted_ingest_resumes_and_matches(tmp_path, monkeypatch):
     """An ingest interrupted after some blocks keeps them; the same command writes only the rest and
     gives the store an uninterrupted ingest gives."""
@@ -204,15 +220,7 @@ def test_interrupted_ingest_resumes_and_matches(tmp_path, monkeypatch):
     files, _ = _noise_frames(tmp_path, {"H1": 16384}, [(4 * k, 4) for k in range(8)])
     args = dict(sample_rate=4096, chunk_samples=4096)
     clean = _ingest(files, ["H1:STRAIN"], tmp_path / "clean.zarr", **args)
-    real, calls = ingest.ingest_block, []
-
-    def interrupted(*a, **kw):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return real(*a, **kw)
-
-    monkeypatch.setattr(ingest, "ingest_block", interrupted)
+    real = _interrupt_block(monkeypatch, 4)
     out = tmp_path / "resumed.zarr"
     with pytest.raises(KeyboardInterrupt):
         _ingest(files, ["H1:STRAIN"], out, **args)
@@ -380,15 +388,7 @@ def test_interrupted_append_leaves_the_store_and_resumes(tmp_path, monkeypatch):
     out = tmp_path / "grown.zarr"
     _ingest(files[:3], channels, out, **args)
     before, before_sums = _all(out), read_meta(out).checksums
-    real, calls = ingest.ingest_block, []
-
-    def interrupted(*a, **kw):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(*a, **kw)
-
-    monkeypatch.setattr(ingest, "ingest_block", interrupted)
+    real = _interrupt_block(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         _ingest(files[3:], channels, out, append=True, **args)
     assert np.array_equal(_all(out), before, equal_nan=True)

@@ -15,11 +15,11 @@ detectors are marked ``analysed = False`` (they could not be found) rather than 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 #: Detector SNR from which a sky-located candidate's time in that detector must match (the
 #: coherent stage's default ``ifo_snr``).
 LOCATED_SNR = 4.0
-import pandas as pd
 
 
 def in_segments(t: np.ndarray, segments: np.ndarray) -> np.ndarray:
