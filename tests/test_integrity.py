@@ -435,6 +435,27 @@ def test_a_signal_ends_the_run_cleanly_and_resume_completes_it(small_store, refe
     assert manifest["status"] == "complete" and "reused" in {c["status"] for c in manifest["chunks"]}
 
 
+def _name_error_record(function: str, filename: str):
+    """A tornado 'Exception in callback' record for a NameError raised in ``function`` of ``filename``."""
+    import logging
+
+    scope: dict = {}
+    exec(compile(f"def {function}():\n    return missing\n", filename, "exec"), scope)
+    try:
+        scope[function]()
+    except NameError:
+        return logging.LogRecord("tornado.application", logging.ERROR, "ioloop.py", 1, "Exception in callback",
+                                 None, sys.exc_info())
+
+
+def test_only_the_interrupt_race_of_dask_sync_is_kept_off_stderr():
+    from workflow.cli import _not_interrupt_race
+
+    assert not _not_interrupt_race(_name_error_record("cancel", "/env/site-packages/distributed/utils.py"))
+    assert _not_interrupt_race(_name_error_record("cancel", "/env/site-packages/gwbatch/utils.py"))
+    assert _not_interrupt_race(_name_error_record("wait", "/env/site-packages/distributed/utils.py"))
+
+
 # -- finding 13: outputs that cannot be written, damaged checkpoints -------------------------------
 
 
