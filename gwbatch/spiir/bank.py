@@ -22,7 +22,7 @@ import numpy as np
 from gwbatch.conditioning.psd import PSD
 from gwbatch.config import BankConfig
 from gwbatch.errors import ConfigError
-from gwbatch.spiir.construct import autocorrelation, construct, impulse_response, overlap, whitened_template
+from gwbatch.spiir.construct import Target, autocorrelation, construct, impulse_response, whitened_template
 from gwbatch.spiir.multirate import effective_response, filter_levels, level_sets, max_level, reach, to_rate
 from gwbatch.spiir.placement import (
     Metric,
@@ -98,7 +98,7 @@ def _multirate(filt, h: np.ndarray, cfg: BankConfig):
     sp = cfg.spiir
     base = filter_levels(filt.a, cfg.sample_rate, cfg.f_low, sp.multirate_safety)
     decay = -1.0 / np.log(np.abs(filt.a))  # samples per e-folding
-    target = np.conj(h[::-1])
+    target = Target(h)
     tried = set()
     for samples in DECAY_SAMPLES:
         level = base if not samples else np.minimum(base, np.floor(np.log2(np.maximum(decay / samples, 1.0))))
@@ -112,7 +112,7 @@ def _multirate(filt, h: np.ndarray, cfg: BankConfig):
         response, start = effective_response(a, b, d, level)
         scale = np.sqrt(2.0 / np.sum(np.abs(response) ** 2))  # normalised on the response it really has
         b, response = b * scale, response * scale
-        ov, lag = overlap(response, np.concatenate([np.zeros(start), target]))
+        ov, lag = target.overlap(response, lead=start)
         if ov >= filt.overlap - sp.multirate_tolerance:
             return a, b, d, level, response, ov, h.size - 1 + lag
     return None

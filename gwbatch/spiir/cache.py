@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -138,8 +139,10 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, parallel: Callable = in_pro
         return BankBuildFailed(f"building bank {cfg.name} failed near template ({t.mass1:.3f}, {t.mass2:.3f}): "
                                f"{type(exc).__name__}: {exc}")
 
+    began = time.monotonic()
     done = dict(parallel(_build_batch, (cfg, psd), items, desc="templates", failure=failure))
     bank = pack([bt for k in sorted(done) for bt in done[k]], cfg, psd, templates)
+    log.info("bank %s: built %d templates in %.1f s", cfg.name, len(templates), time.monotonic() - began)
     if path is not None:
         save_bank(bank, path)
     return bank, path

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
-from scipy.signal import lfilter
+import scipy.fft
 
 from gwbatch.errors import DataError
 
@@ -116,7 +117,7 @@ def _analytic(half: np.ndarray) -> np.ndarray:
     n = 2 * (half.size - 1)
     spectrum = np.zeros(n, dtype=np.complex128)
     spectrum[: half.size - 1] = half[:-1]
-    return np.fft.ifft(spectrum)
+    return scipy.fft.ifft(spectrum, overwrite_x=True)
 
 
 def walk_filters(h: np.ndarray, epsilon: float, alpha: float = 0.99, beta: float = 0.25, phase=None):
@@ -160,28 +161,81 @@ def tail_lengths(a: np.ndarray) -> np.ndarray:
 
 def impulse_response(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``r[n] = sum_l b_l a_l^(n - d_l)`` for ``n >= d_l`` (complex128), to where every filter has decayed."""
+    a, b = np.asarray(a, dtype=np.complex128), np.asarray(b, dtype=np.complex128)
+    d = np.asarray(d, dtype=np.int64)
     tails = tail_lengths(a)
-    r = np.zeros(int(np.max(d + tails)), dtype=np.complex128)
-    for al, bl, dl, tl in zip(a, b, d, tails):
-        powers = np.cumprod(np.full(tl, al))  # a^1 .. a^tl; rounding grows ~1e-16 per step
-        r[dl] += bl
-        r[dl + 1 : dl + tl] += bl * powers[:-1]
+    r = np.zeros(int(np.max(d + tails)) if a.size else 0, dtype=np.complex128)
+    _add_responses(r, a, b, d, tails)
     return r
 
 
-def _correlate(r: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """``c[lag] = sum_n r[n + lag] conj(t[n])`` for every lag (circular, zero-padded), by FFT."""
-    n = 1 << int(np.ceil(np.log2(r.size + t.size)))
-    return np.fft.ifft(np.fft.fft(r, n) * np.conj(np.fft.fft(t, n)))
+@numba.njit(cache=True)
+def _add_responses(r, a, b, d, tails):
+    """``r[d_l + p] += b_l a_l^p`` for ``p < tail_l``; powers by repeated multiplication (rounding
+    grows ~1e-16 per step)."""
+    for l in range(a.size):
+        power = 1.0 + 0.0j
+        for p in range(tails[l]):
+            r[d[l] + p] += b[l] * power
+            power *= a[l]
+
+
+@numba.njit(cache=True)
+def _gram(a, d):
+    """``G[l, m] = sum_n conj(r_l[n]) r_m[n]`` for unit-``b`` responses (closed form in
+    :func:`least_squares_b`), Hermitian, so the lower triangle is computed and mirrored."""
+    n = a.size
+    gram = np.empty((n, n), dtype=np.complex128)
+    for l in range(n):
+        for m in range(l + 1):
+            lag = d[l] - d[m]
+            lead = a[m] ** lag if lag >= 0 else np.conj(a[l]) ** -lag
+            g = lead / (1.0 - np.conj(a[l]) * a[m])
+            gram[l, m] = g
+            gram[m, l] = np.conj(g)
+    return gram
+
+
+@numba.njit(cache=True)
+def _backward_sums(a, d, tails, target):
+    """``c_l = sum_p conj(a_l)^p target[d_l + p]`` over ``p < tail_l`` (within ``target``), by the
+    one-pole recursion ``s = target[k] + conj(a_l) s`` run from the window's end to ``d_l``."""
+    out = np.empty(a.size, dtype=np.complex128)
+    for l in range(a.size):
+        pole = np.conj(a[l])
+        s = 0.0 + 0.0j
+        for k in range(min(d[l] + tails[l], target.size) - 1, d[l] - 1, -1):
+            s = target[k] + pole * s
+        out[l] = s
+    return out
+
+
+class Target:
+    """The ideal impulse response of template ``h``, ``conj(h)`` reversed, with its spectrum cached
+    per FFT length: a template's filters are compared with it once per ``eps`` and multi-rate try."""
+
+    def __init__(self, h: np.ndarray):
+        self.values = np.conj(np.asarray(h, dtype=np.complex128)[::-1])
+        self.power = float(np.sum(np.abs(self.values) ** 2))
+        self._spectra: dict[int, np.ndarray] = {}
+
+    def spectrum(self, n: int) -> np.ndarray:
+        if n not in self._spectra:
+            self._spectra[n] = np.conj(scipy.fft.fft(self.values, n))
+        return self._spectra[n]
+
+    def overlap(self, r: np.ndarray, lead: int = 0) -> tuple[float, int]:
+        """:func:`overlap` of ``r`` with this target preceded by ``lead`` zeros."""
+        n = 1 << int(np.ceil(np.log2(r.size + self.values.size)))
+        c = scipy.fft.ifft(scipy.fft.fft(r, n) * self.spectrum(n), overwrite_x=True)
+        k = int(np.argmax(np.abs(c)))  # c[k] = sum_n r[n + lag] conj(target[n]); lag = k, or k - n past r's end
+        best = float(np.abs(c[k]) / np.sqrt(np.sum(np.abs(r) ** 2) * self.power))
+        return best, (k if k < r.size else k - n) - lead
 
 
 def overlap(r: np.ndarray, target: np.ndarray) -> tuple[float, int]:
     """Max over time and phase of ``|<r, target>| / (|r| |target|)`` and the best lag (samples)."""
-    c = _correlate(r, target)
-    lag = int(np.argmax(np.abs(c)))
-    norm = np.sqrt(np.sum(np.abs(r) ** 2) * np.sum(np.abs(target) ** 2))
-    best = float(np.abs(c[lag]) / norm)
-    return best, (lag if lag < c.size // 2 else lag - c.size)
+    return Target(np.conj(np.asarray(target)[::-1])).overlap(r)
 
 
 def least_squares_b(a: np.ndarray, d: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -193,16 +247,11 @@ def least_squares_b(a: np.ndarray, d: np.ndarray, target: np.ndarray) -> np.ndar
     ``conj(a_l)^(d_m - d_l) / (1 - conj(a_l) a_m)`` otherwise, and
     ``c_l = sum_p conj(a_l)^p target[d_l + p]``.
     """
-    dlm = d[:, None] - d[None, :]
-    al, am = a[:, None], a[None, :]
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        lead = np.where(dlm >= 0, am ** np.maximum(dlm, 0), np.conj(al) ** np.maximum(-dlm, 0))
-        gram = lead / (1.0 - np.conj(al) * am)
-    # c_l is a one-pole filter run backwards over target[d_l : d_l + tail]: s[k] = t[k] + conj(a) s[k+1].
-    rhs = np.empty(a.size, dtype=np.complex128)
-    for i, (ai, di, ti) in enumerate(zip(a, d, tail_lengths(a))):
-        seg = target[di : di + ti][::-1]
-        rhs[i] = lfilter([1.0], [1.0, -np.conj(ai)], seg)[-1]
+    a = np.asarray(a, dtype=np.complex128)
+    d = np.asarray(d, dtype=np.int64)
+    gram = _gram(a, d)
+    rhs = _backward_sums(np.asarray(a, dtype=np.complex128), np.asarray(d, dtype=np.int64), tail_lengths(a),
+                         np.ascontiguousarray(target, dtype=np.complex128))
     return np.linalg.solve(gram, rhs)
 
 
@@ -218,16 +267,16 @@ def construct(h: np.ndarray, *, overlap_target: float = 0.99, epsilons=(0.04, 0.
     """Filters for whitened template ``h``: the largest ``eps`` reaching ``overlap_target`` (else the best);
     ``phase``: the phase to walk on, ``merger``: the merger's index in ``h`` (both from
     :class:`WhitenedTemplate`; the merger defaults to the peak of ``|h|``)."""
-    target = np.conj(h[::-1])  # the ideal impulse response
+    target = Target(h)
     best = None
     for eps in sorted(epsilons, reverse=True):
         a, b, d = walk_filters(h, eps, alpha, beta, phase)
         if least_squares:
-            b = least_squares_b(a, d, target)
+            b = least_squares_b(a, d, target.values)
         r = impulse_response(a, b, d)
         scale = np.sqrt(2.0 / np.sum(np.abs(r) ** 2))
         b, r = b * scale, r * scale
-        ov, lag = overlap(r, target)
+        ov, lag = target.overlap(r)
         candidate = (ov, eps, a, b, d, lag)
         if best is None or ov > best[0]:
             best = candidate
@@ -248,7 +297,7 @@ def autocorrelation(response: np.ndarray, h: np.ndarray, lags: int) -> np.ndarra
     """
     r = response
     n = 1 << int(np.ceil(np.log2(r.size + h.size + 2 * lags)))
-    y = np.fft.ifft(np.fft.fft(r, n) * np.fft.fft(h, n))  # filter output for the complex template
+    y = scipy.fft.ifft(scipy.fft.fft(r, n) * scipy.fft.fft(h, n), overwrite_x=True)  # output for the complex template
     peak = int(np.argmax(np.abs(y)))
     window = y[np.arange(peak - lags, peak + lags + 1) % n]
     return window / y[peak]

@@ -141,12 +141,22 @@ def filter_multirate(x, sets: dict[int, tuple], run) -> object:
     """The bank's top-rate output for input ``x`` (last axis time): ``x`` down the ladder, rung
     ``k``'s filters run on it by ``run(x_k, a_k, b_k, d_k)`` (a single-rate kernel, ``(T, n_k)``),
     and the sum back up the ladder.  Rungs with no filters are passed through."""
-    top = max(sets)
+    return accumulate_up(decimate_ladder(x, max(sets)), sets, run)
+
+
+def decimate_ladder(x, top: int) -> list:
+    """``[x, x at R/2, ..., x at R/2^top]`` by :func:`decimate2` stages."""
     xs = [x]
     for _ in range(top):
         xs.append(decimate2(xs[-1]))
+    return xs
+
+
+def accumulate_up(xs: list, sets: dict[int, tuple], run) -> object:
+    """Rung ``k``'s output ``run(xs[k], *sets[k])``, summed up the ladder by :func:`interpolate2`
+    stages from the lowest rung to the top rate."""
     acc = None
-    for k in range(top, -1, -1):
+    for k in range(len(xs) - 1, -1, -1):
         if acc is not None:
             acc = interpolate2(acc, xs[k].shape[-1])
         if k in sets:
@@ -172,7 +182,19 @@ def effective_response(a: np.ndarray, b: np.ndarray, d: np.ndarray, level: np.nd
     responses = {k: impulse_response(a[level == k], b[level == k], d[level == k]) for k in np.unique(level).tolist()}
     n = start + max(r.size << k for k, r in responses.items()) + reach(top) + TAPS
     n = -(-n // step) * step
-    x = np.zeros(n)
-    x[start] = 1.0
-    return filter_multirate(x, {k: (r,) for k, r in responses.items()},
-                            lambda xk, r: fftconvolve(xk, r)[: xk.size]), start
+    # The impulse going down the ladder stays within reach(top) of ``start``: the ladder runs on a
+    # short window (the same sums as on the whole series, whose other samples are zero), and each
+    # rung convolves only its window with its response.
+    window = -(-(start + reach(top) + TAPS) // step) * step
+    impulse = np.zeros(window)
+    impulse[start] = 1.0
+    xs = [np.pad(x, (0, (n >> k) - x.size)) for k, x in enumerate(decimate_ladder(impulse, top))]
+    nonzero = {n >> k: window >> k for k in range(top + 1)}  # rung length -> its window
+
+    def run(xk, r):
+        out = np.zeros(xk.size, dtype=np.complex128)
+        full = fftconvolve(xk[: nonzero[xk.size]], r)[: xk.size]
+        out[: full.size] = full
+        return out
+
+    return accumulate_up(xs, {k: (r,) for k, r in responses.items()}, run), start
