@@ -69,9 +69,10 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     white = whitened_template(htilde, s, delta_f, cfg.sample_rate, cfg.f_low, f_end)
     h = white.h
     sp = cfg.spiir
+    target = Target(h)
     filt = construct(h, overlap_target=sp.overlap_target, epsilons=sp.epsilons, alpha=sp.alpha, beta=sp.beta,
-                     least_squares=sp.least_squares, phase=white.phase, merger=white.merger)
-    moved = _multirate(filt, h, cfg) if sp.multirate else None
+                     least_squares=sp.least_squares, phase=white.phase, merger=white.merger, target=target)
+    moved = _multirate(filt, target, cfg) if sp.multirate else None
     if moved is None:  # single-rate
         moved = (filt.a, filt.b, filt.d, np.zeros(filt.a.size, np.int8), impulse_response(filt.a, filt.b, filt.d),
                  filt.overlap, filt.latency)
@@ -91,14 +92,13 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
 DECAY_SAMPLES = (0, 4, 8, 16, 32)
 
 
-def _multirate(filt, h: np.ndarray, cfg: BankConfig):
+def _multirate(filt, target: Target, cfg: BankConfig):
     """The template's filters moved to lower rates (:mod:`gwbatch.spiir.multirate`): the fewest updates
     among :data:`DECAY_SAMPLES` whose response's overlap is within ``spiir.multirate_tolerance`` of the
     single-rate filters'; ``(a, b, d, level, response, overlap, latency)``, or None (stay single-rate)."""
     sp = cfg.spiir
     base = filter_levels(filt.a, cfg.sample_rate, cfg.f_low, sp.multirate_safety)
     decay = -1.0 / np.log(np.abs(filt.a))  # samples per e-folding
-    target = Target(h)
     tried = set()
     for samples in DECAY_SAMPLES:
         level = base if not samples else np.minimum(base, np.floor(np.log2(np.maximum(decay / samples, 1.0))))
@@ -114,7 +114,7 @@ def _multirate(filt, h: np.ndarray, cfg: BankConfig):
         b, response = b * scale, response * scale
         ov, lag = target.overlap(response, lead=start)
         if ov >= filt.overlap - sp.multirate_tolerance:
-            return a, b, d, level, response, ov, h.size - 1 + lag
+            return a, b, d, level, response, ov, target.values.size - 1 + lag
     return None
 
 

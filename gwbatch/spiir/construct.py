@@ -249,10 +249,8 @@ def least_squares_b(a: np.ndarray, d: np.ndarray, target: np.ndarray) -> np.ndar
     """
     a = np.asarray(a, dtype=np.complex128)
     d = np.asarray(d, dtype=np.int64)
-    gram = _gram(a, d)
-    rhs = _backward_sums(np.asarray(a, dtype=np.complex128), np.asarray(d, dtype=np.int64), tail_lengths(a),
-                         np.ascontiguousarray(target, dtype=np.complex128))
-    return np.linalg.solve(gram, rhs)
+    rhs = _backward_sums(a, d, tail_lengths(a), np.ascontiguousarray(target, dtype=np.complex128))
+    return np.linalg.solve(_gram(a, d), rhs)
 
 
 def normalise(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -263,11 +261,12 @@ def normalise(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 def construct(h: np.ndarray, *, overlap_target: float = 0.99, epsilons=(0.04, 0.02, 0.01, 0.005),
               alpha: float = 0.99, beta: float = 0.25, least_squares: bool = True, phase=None,
-              merger: int | None = None) -> IIRFilters:
+              merger: int | None = None, target: Target | None = None) -> IIRFilters:
     """Filters for whitened template ``h``: the largest ``eps`` reaching ``overlap_target`` (else the best);
     ``phase``: the phase to walk on, ``merger``: the merger's index in ``h`` (both from
-    :class:`WhitenedTemplate`; the merger defaults to the peak of ``|h|``)."""
-    target = Target(h)
+    :class:`WhitenedTemplate`; the merger defaults to the peak of ``|h|``); ``target``: ``Target(h)``,
+    when the caller compares other responses with it too."""
+    target = Target(h) if target is None else target
     best = None
     for eps in sorted(epsilons, reverse=True):
         a, b, d = walk_filters(h, eps, alpha, beta, phase)
