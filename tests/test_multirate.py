@@ -155,3 +155,62 @@ def test_cuda_multirate_matches_the_numba_twin():
     z = cupy.asnumpy(filter_templates(cupy.asarray(x), bank))
     assert z.shape == ref.shape and z.dtype == np.complex64
     assert np.max(np.abs(z - ref)) < 1e-4 * np.max(np.abs(ref))
+
+
+@pytest.mark.gpu
+def test_cuda_multirate_bank_wide_layouts_match_the_numba_twin():
+    """A bank of 600 templates (three BNS templates repeated), its rungs' filters packed by their
+    count on each rung into several templates per warp: every row equals the twin's row of its
+    template within 1e-4 of that row's peak."""
+    import cupy
+
+    from gwbatch.spiir import _cuda_multirate
+
+    psd = design("aLIGO", CFG_BNS.sample_rate)
+    templates = [Template(1.5, 1.3), Template(2.0, 1.2), Template(1.25, 1.2)]
+    small = pack([build_template(t, CFG_BNS, psd) for t in templates], CFG_BNS, psd, templates)
+    which = np.tile(np.arange(3), 200)
+    bank = small.subset(which)
+    layouts = {(launch.f, launch.w) for rung in _cuda_multirate.device_plan(bank) for launch in rung.launches}
+    assert any(w < 32 for _, w in layouts), layouts
+    x = np.random.default_rng(5).standard_normal(1 << 16).astype(np.float32)
+    ref = filter_templates(x, small, origin=48)
+    z = cupy.asnumpy(filter_templates(cupy.asarray(x), bank, origin=48))
+    assert z.shape == (bank.size, x.size)
+    err = np.abs(z - ref[which]).max(axis=1) / np.abs(ref[which]).max(axis=1)
+    assert np.all(err < 1e-4), err.max()
+
+
+@pytest.mark.gpu
+def test_cuda_decimation_matches_the_ladder_stage():
+    import cupy
+
+    from gwbatch.spiir._cuda import decimate2 as decimate2_cuda
+
+    for n in (4097, 4096, 33):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        ref = mr.decimate2(x)
+        got = decimate2_cuda(cupy.asarray(x)).get()
+        assert got.shape == ref.shape
+        assert np.max(np.abs(got - ref)) < 1e-6 * np.max(np.abs(ref))
+
+
+def test_rung_templates_are_grouped_into_layouts_that_hold_them():
+    """The grouping of a rung's templates by filter count: every template in exactly one group,
+    each group's layout holding its largest count, one group for a uniform rung, and a rung of
+    mostly one-filter templates not run in the layout its few widest templates need."""
+    from gwbatch.spiir._cuda import LAYOUTS
+    from gwbatch.spiir._cuda_multirate import LAYOUT_PS, cheapest_layout, group_by_layout
+
+    assert set(LAYOUT_PS) == set(LAYOUTS)
+    rng = np.random.default_rng(0)
+    counts = np.concatenate([np.ones(900, int), rng.integers(2, 130, 124)])
+    groups = group_by_layout(counts, 1 << 18)
+    rows = np.concatenate([r for _, r in groups])
+    assert np.array_equal(np.sort(rows), np.arange(counts.size))
+    for (f, w), r in groups:
+        assert f * w >= counts[r].max()
+    (f, w), = [layout for layout, r in groups if np.any(counts[r] == 1)]
+    assert f * w <= 2  # the one-filter templates share no layout with the wide ones
+    assert [layout for layout, _ in group_by_layout(np.full(500, 20), 1 << 18)] == [cheapest_layout(20)]
+    assert cheapest_layout(700) == (16, 32)  # beyond one warp: the widest, in parts

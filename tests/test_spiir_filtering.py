@@ -151,3 +151,75 @@ def test_segmented_run_replays_as_cuda_graph():
         stream.synchronize()
     got = ws["out"].sum(axis=0).get()
     assert np.max(np.abs(got - ref)) / np.max(np.abs(ref)) < 1e-4
+
+
+def _packed_slots(a, b, d, f, w):
+    import cupy
+
+    from gwbatch.spiir._cuda import pack_slots
+    from gwbatch.spiir.filtering import coefficients
+
+    c, g = coefficients(a, b)
+    return tuple(cupy.asarray(pack_slots(v, f, w, t)) for v, t in
+                 ((c, np.complex64), (b, np.complex64), (g, np.complex64), (d, np.int32)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("f,w", __import__("gwbatch.spiir._cuda", fromlist=["LAYOUTS"]).LAYOUTS)
+def test_every_layout_matches_twin(f, w):
+    """Each compiled layout (F filters per lane, W lanes per template), 37 templates written to
+    permuted rows, equals the twin row by row (1e-4 of each row's peak)."""
+    import cupy
+
+    from gwbatch.spiir._cuda import run_pass, shifted_input
+
+    rng = np.random.default_rng(f * 100 + w)
+    x = rng.standard_normal(3001).astype(np.float32)
+    a, b, d = (v[:, : f * w] for v in random_bank(37, f * w + 3, 900, seed=f * 100 + w))  # no padding slots
+    ref = filter_bank_numba(x, a, b, d)
+    rows = rng.permutation(37)
+    n_pad = -(-x.size // 16) * 16
+    pad = int(d.max()) + 16
+    xs, n4 = shifted_input(cupy.asarray(x), pad, n_pad)
+    out = cupy.zeros((37, n_pad), dtype=cupy.complex64)
+    run_pass(xs, n4, pad, n_pad, _packed_slots(a, b, d, f, w), f, w, out, n_pad,
+             rows=cupy.asarray(rows.astype(np.int32)), n_slots=37, n_valid=x.size)
+    got = out.get()
+    assert np.all(got[:, x.size:] == 0)  # samples beyond the input are written as zero
+    err = np.abs(got[rows, : x.size] - ref).max(axis=1) / np.abs(ref).max(axis=1)
+    assert np.all(err < 1e-4), err.max()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("f,w,segments", [(4, 8, 1), (2, 32, 1), (1, 32, 5), (8, 1, 1)])
+def test_epilogue_adds_the_rung_below_interpolated_and_later_parts(f, w, segments):
+    """The fused ladder step: a first part of each template's filters plus the rung below through
+    ``interpolate2``, then the remaining filters added by a second, accumulating pass, equals the
+    twin's filters plus ``interpolate2`` of the same lower-rate series."""
+    import cupy
+
+    from gwbatch.spiir._cuda import HALO, run_pass, shifted_input
+    from gwbatch.spiir.multirate import interpolate2
+
+    rng = np.random.default_rng(7)
+    n_templates, n = 21, 4001
+    x = rng.standard_normal(n).astype(np.float32)
+    a, b, d = random_bank(n_templates, 2 * f * w, 700, seed=3)
+    n_low = -(-n // 2)
+    low = (rng.standard_normal((n_templates, n_low)) + 1j * rng.standard_normal((n_templates, n_low))).astype(np.complex64)
+    ref = filter_bank_numba(x, a, b, d) + interpolate2(low, n)
+    n_pad = -(-n // 16) * 16
+    low_buf = np.zeros((n_templates, -(-n_low // 16) * 16 + 2 * HALO), np.complex64)
+    low_buf[:, HALO: HALO + n_low] = low
+    low_buf = cupy.asarray(low_buf)
+    pad = int(d.max()) + 16
+    xs, n4 = shifted_input(cupy.asarray(x), pad, n_pad)
+    out = cupy.empty((n_templates, n_pad), dtype=cupy.complex64)
+    half = f * w
+    for part, cols in enumerate((slice(0, half), slice(half, 2 * half))):
+        run_pass(xs, n4, pad, n_pad, _packed_slots(a[:, cols], b[:, cols], d[:, cols], f, w), f, w, out, n_pad,
+                 n_slots=n_templates, low=None if part else low_buf, low_stride=low_buf.shape[1], n_valid=n,
+                 accumulate=part > 0, segments=segments)
+    got = out.get()[:, :n]
+    err = np.abs(got - ref).max(axis=1) / np.abs(ref).max(axis=1)
+    assert np.all(err < 1e-4), err.max()

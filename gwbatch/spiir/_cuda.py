@@ -1,5 +1,6 @@
-"""CUDA SPIIR filtering: ``spiir_pass<F>`` (one warp per template, filter part and time segment)
-and ``spiir_scan`` (the states carried across time segments).
+"""CUDA SPIIR filtering: ``spiir_pass<F, W>`` (``W`` lanes per template, ``F`` filters per lane, one
+time segment), ``spiir_scan`` (the states carried across time segments) and ``decimate2`` (the
+multi-rate ladder's factor-2 decimator).
 
 What it computes (the contract of :mod:`gwbatch.spiir.filtering`).  For whitened data ``x``
 (float32, ``n`` samples) and a packed bank of ``T`` templates of up to ``L`` filters (``a``, ``b``
@@ -32,6 +33,14 @@ more than ``32 F`` filters gets two parts whose outputs are summed afterwards.  
 are filtered in groups of one layout each (:func:`template_groups`), each group packed to its own
 longest template, so short templates do not run the padding of the longest.
 
+Narrow layouts (``W`` < 32: 32 / W templates per warp, :func:`pack_slots`) serve the few filters a
+template has on one rung of the multi-rate ladder (:mod:`gwbatch.spiir._cuda_multirate`): the
+butterfly folds over the template's ``W`` lanes only, leaving each lane ``16 / W`` consecutive
+samples (a pair for ``W`` >= 16).  Slot ``s`` writes row ``rows[s]`` of the output.  Its epilogue can
+add the rung below interpolated by the ladder's half-band FIR (polyphase: one even tap, 13
+symmetric odd pairs, float32 constants; each lane loads its pairs' window once) and can add to what
+the row holds (a template's later filter parts).
+
 Input.  ``x[k - d]`` for 16 consecutive ``k`` is read as four aligned ``float4`` loads through the
 read-only path (seed 000's vectorised loads) from one of four copies of ``x`` shifted by 0..3
 samples, so any delay stays aligned; each filter's offset into them is computed once, and a block of
@@ -58,38 +67,86 @@ SOURCE = r"""
 #define FULL 0xffffffffu
 #define NB 16
 
-// One butterfly step: lanes with bit OFF set keep the upper half of their sums and send the lower.
-template <int OFF>
-__device__ __forceinline__ void butterfly(float (&r)[NB], float (&i)[NB], const int lane)
+// One folding step of the transposing reduction: the lane's first 2H sums become H, each summed with
+// the lane OFF apart.  Lanes with bit OFF set keep the upper half [H, 2H) and send the lower.
+template <int OFF, int H>
+__device__ __forceinline__ void fold(float (&r)[NB], float (&i)[NB], const int lane)
 {
     const bool upper = (lane & OFF) != 0;
 #pragma unroll
-    for (int k = 0; k < OFF; ++k) {
-        const float sr = upper ? r[k] : r[k + OFF];
-        const float si = upper ? i[k] : i[k + OFF];
-        const float kr = upper ? r[k + OFF] : r[k];
-        const float ki = upper ? i[k + OFF] : i[k];
+    for (int k = 0; k < H; ++k) {
+        const float sr = upper ? r[k] : r[k + H];
+        const float si = upper ? i[k] : i[k + H];
+        const float kr = upper ? r[k + H] : r[k];
+        const float ki = upper ? i[k + H] : i[k];
         r[k] = kr + __shfl_xor_sync(FULL, sr, OFF);
         i[k] = ki + __shfl_xor_sync(FULL, si, OFF);
     }
 }
 
+// Sum NB per-sample sums over the W lanes of a template.  Afterwards the lane holds P = max(2, NB / W)
+// consecutive samples, from sample ``first_sample<W>(lane)`` of the block, in r[0..P), i[0..P);
+// for W >= 16 the lanes of a pair (and for W = 32 the two half-warps) hold the same samples.
+template <int W>
+__device__ __forceinline__ void reduce(float (&r)[NB], float (&i)[NB], const int lane)
+{
+    if (W == 2) { fold<1, 8>(r, i, lane); }
+    if (W == 4) { fold<2, 8>(r, i, lane); fold<1, 4>(r, i, lane); }
+    if (W == 8) { fold<4, 8>(r, i, lane); fold<2, 4>(r, i, lane); fold<1, 2>(r, i, lane); }
+    if (W >= 16) {
+        fold<8, 8>(r, i, lane); fold<4, 4>(r, i, lane); fold<2, 2>(r, i, lane);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            r[k] += __shfl_xor_sync(FULL, r[k], 1);
+            i[k] += __shfl_xor_sync(FULL, i[k], 1);
+            if (W == 32) {
+                r[k] += __shfl_xor_sync(FULL, r[k], 16);
+                i[k] += __shfl_xor_sync(FULL, i[k], 16);
+            }
+        }
+    }
+}
+
+template <int W>
+__device__ __forceinline__ int first_sample(const int lane)
+{
+    if (W == 1) return 0;
+    if (W == 2) return 8 * (lane & 1);
+    if (W == 4) return 8 * ((lane >> 1) & 1) + 4 * (lane & 1);
+    return 8 * ((lane >> (W >= 16 ? 3 : 2)) & 1) + 4 * ((lane >> (W >= 16 ? 2 : 1)) & 1)
+           + 2 * ((lane >> (W >= 16 ? 1 : 0)) & 1);
+}
+
 // Register budget per class: 2 blocks of 128 threads per SM for F = 16 (<= 255 registers), 3 for F = 8.
-template <int F>
+//
+// A warp holds 32 / W templates ("slots"), W lanes each, F filters per lane.  Slot s's output row is
+// rows[s] (s itself when rows is null; a negative row is an empty slot).  With ``low`` (the ladder's
+// rung below, ``low_stride`` apart, HALO zeros each side) the output adds ``low`` interpolated to this
+// rate by the half-band FIR (gwbatch.spiir.multirate.interpolate2): sample 2m gets EVEN_GAIN low[m],
+// sample 2m + 1 the odd phase sum_i ODD[i] (low[m - i] + low[m + 1 + i]), i < ODD_TAPS.  With ``accumulate`` the
+// output adds what ``out`` holds (a template's later filter parts).  Samples from n_valid on are 0.
+template <int F, int W>
 __global__ void __launch_bounds__(128, F >= 16 ? 2 : (F >= 8 ? 3 : 4))
 spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
            const long long n_pad, const long long seg_len,
            const float2* __restrict__ c, const float2* __restrict__ b, const float2* __restrict__ g,
            const int* __restrict__ d, const float2* __restrict__ init, float2* __restrict__ end_state,
-           float2* __restrict__ out, const int n_warps, const int n_seg)
+           float2* __restrict__ out, const long long out_stride, const int* __restrict__ rows,
+           const int n_slots, const float2* __restrict__ low, const long long low_stride,
+           const long long n_valid, const int accumulate, const int n_warps, const int n_seg)
 {
     const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (warp >= n_warps) return;
     constexpr int G = F < GROUP ? F : GROUP;  // filters stepped together
+    constexpr int P = NB / W > 2 ? NB / W : 2;  // samples a lane holds after the reduction
     const int seg = blockIdx.y;
     const long long k_begin = (long long)seg * seg_len;
     const long long k_end = min(n_pad, k_begin + seg_len);
+    const int slot = warp * (32 / W) + lane / W;
+    const int row = slot < n_slots ? (rows != nullptr ? rows[slot] : slot) : -1;
+    const int first = first_sample<W>(lane);
+    const bool writer = row >= 0 && (W < 16 || ((lane & 1) == 0 && (W < 32 || lane < 16)));
 
     // Per filter: s[k] = c1 s[k-1] + c2 s[k-2] + x[k - d], y[k] = b s[k] + g s[k-1]; ``at`` is the
     // float4 index of x[k_begin - d ...] in the copy shifted by (pad - d) mod 4, so the input of the
@@ -111,6 +168,8 @@ spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
             s1[f] = 0.0f; s2[f] = 0.0f;
         }
     }
+    float2* dst = out != nullptr && row >= 0 ? out + (long long)row * out_stride : nullptr;
+    const float2* src_low = low != nullptr && row >= 0 ? low + (long long)row * low_stride + HALO : nullptr;
 
     const float4* xk = xs;
     for (long long k0 = k_begin; k0 < k_end; k0 += NB, xk += NB / 4) {
@@ -144,15 +203,64 @@ spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
             }
         }
         if (out == nullptr) continue;
-        // Transposing butterfly: after offsets 8, 4, 2, 1 lane L holds sample (L & 15) summed over
-        // the 16 lanes that share bit 4; offset 16 adds the other half-warp.
-        butterfly<8>(accr, acci, lane);
-        butterfly<4>(accr, acci, lane);
-        butterfly<2>(accr, acci, lane);
-        butterfly<1>(accr, acci, lane);
-        const float zr = accr[0] + __shfl_xor_sync(FULL, accr[0], 16);
-        const float zi = acci[0] + __shfl_xor_sync(FULL, acci[0], 16);
-        if (lane < NB) out[(long long)warp * n_pad + k0 + lane] = make_float2(zr, zi);
+        reduce<W>(accr, acci, lane);
+        if (!writer) continue;
+        const long long k = k0 + first;  // even: the lane's samples come in (even, odd) pairs
+        if (src_low != nullptr) {
+            // The rung below interpolated: pair j (samples k + 2j, k + 2j + 1) needs low[m + j - 12 ...
+            // m + j + 13] (m = k / 2); the lane's pairs share one window of P / 2 + 25 values, each
+            // loaded once and added with the taps it meets (indices fixed at compile time).
+            constexpr int NP = P / 2, WIN = NP + 2 * ODD_TAPS - 1;
+            const float2* window = src_low + (k >> 1) - (ODD_TAPS - 1);
+            // For W <= 4 a lane's pairs start on an even m (k0 / 2 is a multiple of 8, ``first`` of 4),
+            // so the window starts 16-byte aligned and loads as float4s (two values each; the last
+            // may read one value past the window, inside the row's zero halo).
+            constexpr bool WIDE = W <= 4;
+            constexpr int STEP = WIDE ? 2 : 1;
+#pragma unroll
+            for (int q0 = 0; q0 < WIN; q0 += STEP) {
+                float2 vs[2];
+                if (WIDE) {
+                    const float4 v4 = __ldg(reinterpret_cast<const float4*>(window + q0));
+                    vs[0] = make_float2(v4.x, v4.y); vs[1] = make_float2(v4.z, v4.w);
+                } else {
+                    vs[0] = __ldg(window + q0);
+                }
+#pragma unroll
+                for (int h = 0; h < STEP; ++h) {
+                    const int q = q0 + h;
+                    const float2 v = vs[h];
+#pragma unroll
+                    for (int j = 0; j < NP; ++j) {
+                        if (q == ODD_TAPS - 1 + j) {
+                            accr[2 * j] = fmaf(EVEN_GAIN, v.x, accr[2 * j]);
+                            acci[2 * j] = fmaf(EVEN_GAIN, v.y, acci[2 * j]);
+                        }
+                        const int below = ODD_TAPS - 1 + j - q, above = q - ODD_TAPS - j;
+                        if (below >= 0 && below < ODD_TAPS) {
+                            accr[2 * j + 1] = fmaf(ODD[below], v.x, accr[2 * j + 1]);
+                            acci[2 * j + 1] = fmaf(ODD[below], v.y, acci[2 * j + 1]);
+                        }
+                        if (above >= 0 && above < ODD_TAPS) {
+                            accr[2 * j + 1] = fmaf(ODD[above], v.x, accr[2 * j + 1]);
+                            acci[2 * j + 1] = fmaf(ODD[above], v.y, acci[2 * j + 1]);
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < P; j += 2) {
+            float4 v = make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]);
+            float4* p = reinterpret_cast<float4*>(dst + k + j);
+            if (accumulate) {
+                const float4 old = *p;
+                v.x += old.x; v.y += old.y; v.z += old.z; v.w += old.w;
+            }
+            if (k + j >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
+            if (k + j + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
+            *p = v;
+        }
     }
     if (end_state != nullptr) {
 #pragma unroll
@@ -193,21 +301,46 @@ __global__ void spiir_scan(const float2* __restrict__ c, const float2* __restric
         v0 = t;
     }
 }
+
+// The ladder's factor-2 decimation (gwbatch.spiir.multirate.decimate2), one thread per output:
+// y[j] = EVEN_GAIN / 2 x[2j] + sum_i ODD[i] / 2 (x[2j - 1 - 2i] + x[2j + 1 + 2i]), zeros beyond the ends.
+__global__ void decimate2(const float* __restrict__ x, const long long n, float* __restrict__ y,
+                          const long long n_out)
+{
+    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n_out) return;
+    const long long c = 2 * j;
+    float acc = 0.0f;
+#pragma unroll
+    for (int t = ODD_TAPS - 1; t >= 0; --t) {
+        const long long lo = c - 1 - 2 * t, hi = c + 1 + 2 * t;
+        const float u = lo >= 0 ? __ldg(x + lo) : 0.0f;
+        const float w = hi < n ? __ldg(x + hi) : 0.0f;
+        acc = fmaf(0.5f * ODD[t], u + w, acc);
+    }
+    y[j] = fmaf(0.5f * EVEN_GAIN, __ldg(x + c), acc);
+}
 """
 
 NB = 16
 THREADS = 128
-CLASSES = (1, 2, 4, 8, 16)  # filters per thread
+CLASSES = (1, 2, 4, 8, 16)  # filters per thread of the one-template-per-warp layouts
+#: Every layout ``(F, W)`` compiled: ``W`` lanes per template (32 / W templates per warp), ``F``
+#: filters per lane.  W = 32 are the classes; the narrower ones hold the few filters a template has
+#: on one rung of the multi-rate ladder (gwbatch.spiir._cuda_multirate).
+LAYOUTS = tuple((f, 32) for f in CLASSES) + tuple((f, w) for w in (1, 2, 4, 8, 16) for f in (1, 2, 4, 8))
+#: Zero samples each side of a rung's output row, so the interpolating epilogue reads no bounds.
+HALO = 32
 #: NVRTC options of every compile (the compile test passes them to nvcc as well).
 OPTIONS = ("-std=c++17",)
 
 
-def pass_name(f: int) -> str:
-    return f"spiir_pass<{f}>"
+def pass_name(f: int, w: int = 32) -> str:
+    return f"spiir_pass<{f}, {w}>"
 
 
-#: The kernels every compile instantiates: one pass per class, and the scan.
-NAME_EXPRESSIONS = tuple(pass_name(f) for f in CLASSES) + ("spiir_scan",)
+#: The kernels every compile instantiates: one pass per layout, the scan and the ladder's decimator.
+NAME_EXPRESSIONS = tuple(pass_name(f, w) for f, w in LAYOUTS) + ("spiir_scan", "decimate2")
 
 
 #: Compile-time tuning (benchmarks/spiir_kernel.py --define times others): GROUP, the filters whose
@@ -215,8 +348,21 @@ NAME_EXPRESSIONS = tuple(pass_name(f) for f in CLASSES) + ("spiir_scan",)
 DEFINES = {"GROUP": 2}
 
 
+def interpolation_taps() -> tuple[np.float32, np.ndarray]:
+    """The factor-2 interpolator of :func:`gwbatch.spiir.multirate.interpolate2` in polyphase form,
+    float32 as the CPU twin applies it: the even phase's single tap and the odd phase's distinct
+    taps (the filter is symmetric, so ``odd[i]`` weighs ``low[m - i] + low[m + 1 + i]``)."""
+    from gwbatch.spiir.multirate import _CENTRE, HALF_BAND
+
+    taps = (2.0 * HALF_BAND).astype(np.float32)
+    return taps[_CENTRE], taps[_CENTRE + 1 :: 2]
+
+
 def source() -> str:
-    return "".join(f"#define {k} {v}\n" for k, v in DEFINES.items()) + SOURCE
+    even, odd = interpolation_taps()
+    constants = (f"#define HALO {HALO}\n#define EVEN_GAIN {float(even)!r}f\n#define ODD_TAPS {odd.size}\n"
+                 "__constant__ float ODD[ODD_TAPS] = {" + ", ".join(f"{float(v)!r}f" for v in odd) + "};\n")
+    return "".join(f"#define {k} {v}\n" for k, v in DEFINES.items()) + constants + SOURCE
 
 
 @functools.cache
@@ -276,42 +422,75 @@ def launch_plan(n_templates: int, n_filters: int, n_pad: int) -> tuple[int, int]
 
 
 def run_class(xs, n4: int, pad: int, n_pad: int, c, b, g, d, f: int, segments: int = 1, workspace: dict | None = None):
-    """Run packed warp-parts of class ``F`` (``(W, 32 F)`` arrays of :func:`packed_bank`); returns
-    ``(W, n_pad)`` complex64.
+    """Run packed warp-parts of class ``F`` (``(W, 32 F)`` arrays of :func:`packed_bank`), one per
+    warp; returns ``(W, n_pad)`` complex64.
 
     ``workspace`` may hold preallocated ``out`` (and ``end``, ``init`` when segmented) arrays, so the
     launch sequence allocates nothing and can be captured in a CUDA graph and replayed.
     """
     import cupy
 
+    ws = workspace if workspace is not None else {}
+    out = ws.get("out")
+    if out is None:
+        out = cupy.empty((c.shape[0], n_pad), dtype=cupy.complex64)
+    run_pass(xs, n4, pad, n_pad, (c, b, g, d), f, 32, out, n_pad, segments=segments, workspace=ws)
+    return out
+
+
+def run_pass(xs, n4: int, pad: int, n_pad: int, packed: tuple, f: int, w: int, out, out_stride: int, *,
+             rows=None, n_slots: int | None = None, low=None, low_stride: int = 0, n_valid: int | None = None,
+             accumulate: bool = False, segments: int = 1, workspace: dict | None = None) -> None:
+    """One ``spiir_pass<F, W>`` over ``n_pad`` samples (and, with ``segments``, the scan and the first
+    pass before it), writing slot ``s``'s output to row ``rows[s]`` of ``out`` (``out_stride``
+    elements apart; ``rows`` None: row ``s``).
+
+    ``packed``: ``(c, b, g, d)`` in the layout's order (:func:`pack_slots`).  ``low``: the rung below's
+    output buffer (rows ``low_stride`` apart, :data:`HALO` zeros each side), added interpolated to this
+    rate; ``accumulate``: add to what ``out`` holds; samples from ``n_valid`` on are written as 0.
+    ``workspace`` may hold ``end`` and ``init`` for the segmented passes."""
+    import cupy
+
     if 4 * n4 >= 2**31:
         raise ValueError(f"input of {4 * n4} float4s is beyond the kernel's int32 offsets (< 2^31)")
+    c, b, g, d = packed
     n_warps = c.shape[0]
+    n_slots = n_warps * (32 // w) if n_slots is None else n_slots
     seg_len = -(-n_pad // segments)
     seg_len = -(-seg_len // NB) * NB
     segments = -(-n_pad // seg_len)
-    ws = workspace if workspace is not None else {}
     mod = _module()
-    kernel = mod.get_function(pass_name(f))
+    kernel = mod.get_function(pass_name(f, w))
     grid = (-(-n_warps * 32 // THREADS), segments)
-    out = ws.get("out")
-    if out is None:
-        out = cupy.empty((n_warps, n_pad), dtype=cupy.complex64)
-    args = (xs, cupy.int32(n4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len), c, b, g, d)
+    head = (xs, cupy.int32(n4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len), c, b, g, d)
+    tail = (out, cupy.int64(out_stride), rows, cupy.int32(n_slots), low, cupy.int64(low_stride),
+            cupy.int64(n_pad if n_valid is None else n_valid), cupy.int32(bool(accumulate)), cupy.int32(n_warps))
     if segments == 1:
-        kernel(grid, (THREADS,), (*args, None, None, out, cupy.int32(n_warps), cupy.int32(1)))
-        return out
+        kernel(grid, (THREADS,), (*head, None, None, *tail, cupy.int32(1)))
+        return
+    ws = workspace if workspace is not None else {}
     n_filters = c.size
     end = ws.get("end")
     init = ws.get("init")
     if end is None:
         end = cupy.empty((n_filters, segments), dtype=cupy.complex64)
         init = cupy.empty((n_filters, segments), dtype=cupy.complex64)
-    kernel(grid, (THREADS,), (*args, None, end, None, cupy.int32(n_warps), cupy.int32(segments)))
+    states = (None, cupy.int64(0), None, cupy.int32(n_slots), None, cupy.int64(0), cupy.int64(0), cupy.int32(0),
+              cupy.int32(n_warps))
+    kernel(grid, (THREADS,), (*head, None, end, *states, cupy.int32(segments)))
     mod.get_function("spiir_scan")((-(-n_filters // 256),), (256,),
                                    (c, end, init, cupy.int64(n_filters), cupy.int32(segments), cupy.int64(seg_len)))
-    kernel(grid, (THREADS,), (*args, init, None, out, cupy.int32(n_warps), cupy.int32(segments)))
-    return out
+    kernel(grid, (THREADS,), (*head, init, None, *tail, cupy.int32(segments)))
+
+
+def decimate2(x):
+    """:func:`gwbatch.spiir.multirate.decimate2` of a float32 CuPy series (its taps, in float32)."""
+    import cupy
+
+    n_out = -(-x.size // 2)
+    y = cupy.empty(n_out, dtype=cupy.float32)
+    _module().get_function("decimate2")((-(-n_out // 256),), (256,), (x, cupy.int64(x.size), y, cupy.int64(n_out)))
+    return y
 
 
 def workspace(n_warps: int, n_filters: int, n_pad: int, segments: int) -> dict:
@@ -347,6 +526,21 @@ def pack(v: np.ndarray, f: int, dtype) -> np.ndarray:
     full = np.zeros((n_templates, parts * per_warp), dtype=dtype)
     full[:, :n_slots] = v
     return full.reshape(n_templates * parts, per_warp)
+
+
+def pack_slots(v: np.ndarray, f: int, w: int, dtype) -> np.ndarray:
+    """``(S, L)`` with ``L <= W F`` -> ``(warps, 32 F)`` for layout ``(F, W)``: slot ``s`` (template row
+    ``s``) is warp ``s // (32 / W)``, lanes ``[(s mod 32/W) W, ... + W)``; its filter ``j`` is in lane
+    ``j mod W``, register ``j // W`` (neighbouring filters, sorted by delay, on neighbouring lanes).
+    For ``W = 32`` this is :func:`pack` of one part."""
+    per_warp = 32 // w
+    n_slots, n_cols = v.shape
+    if n_cols > w * f:
+        raise ValueError(f"{n_cols} filters per template do not fit layout (F={f}, W={w}): at most {w * f}")
+    n_warps = -(-n_slots // per_warp)
+    full = np.zeros((n_warps * per_warp, f * w), dtype=dtype)
+    full[:n_slots, :n_cols] = v
+    return np.ascontiguousarray(full.reshape(n_warps, per_warp, f, w).transpose(0, 2, 1, 3).reshape(n_warps, 32 * f))
 
 
 def packed_bank(a: np.ndarray, b: np.ndarray, d: np.ndarray, f: int) -> tuple:

@@ -80,7 +80,9 @@ def filter_bank_numba(x, a, b, d, threads: int | None = None) -> np.ndarray:
 
 def filter_templates(x, bank, origin: int = 0):
     """A packed bank's (:class:`~gwbatch.spiir.bank.FilterBank`) top-rate output for ``x``:
-    multi-rate when its filters use lower rates (:func:`gwbatch.spiir.multirate.filter_multirate`).
+    multi-rate when its filters use lower rates (:func:`gwbatch.spiir.multirate.filter_multirate`
+    with the numba kernel per rung; on the GPU its fused twin,
+    :func:`gwbatch.spiir._cuda_multirate.filter_multirate_cuda`).
 
     ``origin``: the absolute sample number of ``x[0]``.  The multi-rate ladder is periodic in time
     (period ``2^K``), so its rungs sit on absolute multiples of ``2^k``: ``x`` gets ``origin mod 2^K``
@@ -91,10 +93,14 @@ def filter_templates(x, bank, origin: int = 0):
     from gwbatch.spiir.multirate import filter_multirate
 
     pad = int(origin) % (1 << bank.levels)
+    xp = array_namespace(x)
     if pad:
-        xp = array_namespace(x)
         x = xp.concatenate([xp.zeros(pad, dtype=x.dtype), x])
-    return filter_multirate(x, bank.level_sets, filter_bank)[..., pad:]
+    if xp is np:
+        return filter_multirate(x, bank.level_sets, filter_bank)[..., pad:]
+    from gwbatch.spiir._cuda_multirate import filter_multirate_cuda
+
+    return filter_multirate_cuda(x, bank)[..., pad:]
 
 
 def filter_bank(x, a, b, d):
