@@ -17,12 +17,13 @@ least measured cost (``W`` lanes per template, ``F`` filters per lane, 32 / W te
 later ones adding to the first's output.  A launch with far fewer warps than the GPU keeps resident
 is split into time segments (:func:`segments_to_fill`).
 
-The packed device arrays of a bank are built once and cached with it (:func:`device_plan`).
+The packed device arrays of a bank are built once per filter content and cached (:func:`device_plan`).
 """
 
 from __future__ import annotations
 
-import weakref
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,18 +135,32 @@ def _plan(bank) -> tuple[Rung, ...]:
     return tuple(rungs)
 
 
-_PLANS: dict[int, tuple] = {}
+#: Plans kept (least recently used dropped): the searches filter a bank in batches of templates,
+#: each a new subset object, so plans are keyed by content, not identity.
+PLANS_KEPT = 128
+_PLANS: OrderedDict = OrderedDict()
+
+
+def _content_key(bank) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for v in (bank.a, bank.b, bank.d, bank.level):
+        digest.update(np.ascontiguousarray(v).view(np.uint8).data)
+        digest.update(str(v.shape).encode())
+    return digest.hexdigest()
 
 
 def device_plan(bank) -> tuple[Rung, ...]:
-    """The bank's rungs, lowest first, with their packed device arrays; built once per bank object
-    and device, and dropped with the bank."""
+    """The bank's rungs, lowest first, with their packed device arrays; built once per filter
+    content and device (the last :data:`PLANS_KEPT` kept)."""
     import cupy
 
-    key = (id(bank), cupy.cuda.Device().id)
-    if key not in _PLANS:
+    key = (cupy.cuda.Device().id, _content_key(bank))
+    if key in _PLANS:
+        _PLANS.move_to_end(key)
+    else:
         _PLANS[key] = _plan(bank)
-        weakref.finalize(bank, _PLANS.pop, key, None)
+        while len(_PLANS) > PLANS_KEPT:
+            _PLANS.popitem(last=False)
     return _PLANS[key]
 
 
