@@ -32,9 +32,8 @@ def main(argv=None):
 
     from benchmarks.spiir_multirate import _gpu_median
     from gwbatch._xp import device_name
-    from gwbatch.spiir._cuda import HALO, LAYOUTS, pack_slots, run_pass, shifted_input
+    from gwbatch.spiir._cuda import HALO, LAYOUTS, packed_slots, run_pass, shifted_input
     from gwbatch.spiir._cuda_multirate import segments_to_fill
-    from gwbatch.spiir.filtering import coefficients
 
     n_t, n = args.templates, -(-args.samples // 16) * 16
     rng = np.random.default_rng(0)
@@ -48,9 +47,7 @@ def main(argv=None):
              * np.exp(-2j * np.pi * rng.uniform(0.005, 0.25, (n_t, width)))).astype(np.complex64)
         b = (rng.standard_normal((n_t, width)) + 1j).astype(np.complex64)
         d = np.sort(rng.integers(0, 400, (n_t, width)), axis=1).astype(np.int32)
-        c, g = coefficients(a, b)
-        packed = tuple(cupy.asarray(pack_slots(v, f, w, t)) for v, t in
-                       ((c, np.complex64), (b, np.complex64), (g, np.complex64), (d, np.int32)))
+        packed = packed_slots(a, b, d, f, w)
         pad = int(d.max()) + 16
         xs, n4 = shifted_input(x, pad, n)
         fill = segments_to_fill(packed[0].shape[0], n, f)

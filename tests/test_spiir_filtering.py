@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from benchmarks.spiir_kernel import float64_reference as reference
+from gwbatch.spiir._cuda import LAYOUTS
 from gwbatch.spiir.filtering import filter_bank, filter_bank_numba
 
 
@@ -153,25 +154,14 @@ def test_segmented_run_replays_as_cuda_graph():
     assert np.max(np.abs(got - ref)) / np.max(np.abs(ref)) < 1e-4
 
 
-def _packed_slots(a, b, d, f, w):
-    import cupy
-
-    from gwbatch.spiir._cuda import pack_slots
-    from gwbatch.spiir.filtering import coefficients
-
-    c, g = coefficients(a, b)
-    return tuple(cupy.asarray(pack_slots(v, f, w, t)) for v, t in
-                 ((c, np.complex64), (b, np.complex64), (g, np.complex64), (d, np.int32)))
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("f,w", __import__("gwbatch.spiir._cuda", fromlist=["LAYOUTS"]).LAYOUTS)
+@pytest.mark.parametrize("f,w", LAYOUTS)
 def test_every_layout_matches_twin(f, w):
     """Each compiled layout (F filters per lane, W lanes per template), 37 templates written to
     permuted rows, equals the twin row by row (1e-4 of each row's peak)."""
     import cupy
 
-    from gwbatch.spiir._cuda import run_pass, shifted_input
+    from gwbatch.spiir._cuda import packed_slots, run_pass, shifted_input
 
     rng = np.random.default_rng(f * 100 + w)
     x = rng.standard_normal(3001).astype(np.float32)
@@ -182,7 +172,7 @@ def test_every_layout_matches_twin(f, w):
     pad = int(d.max()) + 16
     xs, n4 = shifted_input(cupy.asarray(x), pad, n_pad)
     out = cupy.zeros((37, n_pad), dtype=cupy.complex64)
-    run_pass(xs, n4, pad, n_pad, _packed_slots(a, b, d, f, w), f, w, out, n_pad,
+    run_pass(xs, n4, pad, n_pad, packed_slots(a, b, d, f, w), f, w, out, n_pad,
              rows=cupy.asarray(rows.astype(np.int32)), n_slots=37, n_valid=x.size)
     got = out.get()
     assert np.all(got[:, x.size:] == 0)  # samples beyond the input are written as zero
@@ -198,7 +188,7 @@ def test_epilogue_adds_the_rung_below_interpolated_and_later_parts(f, w, segment
     twin's filters plus ``interpolate2`` of the same lower-rate series."""
     import cupy
 
-    from gwbatch.spiir._cuda import HALO, run_pass, shifted_input
+    from gwbatch.spiir._cuda import HALO, packed_slots, run_pass, shifted_input
     from gwbatch.spiir.multirate import interpolate2
 
     rng = np.random.default_rng(7)
@@ -217,7 +207,7 @@ def test_epilogue_adds_the_rung_below_interpolated_and_later_parts(f, w, segment
     out = cupy.empty((n_templates, n_pad), dtype=cupy.complex64)
     half = f * w
     for part, cols in enumerate((slice(0, half), slice(half, 2 * half))):
-        run_pass(xs, n4, pad, n_pad, _packed_slots(a[:, cols], b[:, cols], d[:, cols], f, w), f, w, out, n_pad,
+        run_pass(xs, n4, pad, n_pad, packed_slots(a[:, cols], b[:, cols], d[:, cols], f, w), f, w, out, n_pad,
                  n_slots=n_templates, low=None if part else low_buf, low_stride=low_buf.shape[1], n_valid=n,
                  accumulate=part > 0, segments=segments)
     got = out.get()[:, :n]

@@ -543,6 +543,16 @@ def pack_slots(v: np.ndarray, f: int, w: int, dtype) -> np.ndarray:
     return np.ascontiguousarray(full.reshape(n_warps, per_warp, f, w).transpose(0, 2, 1, 3).reshape(n_warps, 32 * f))
 
 
+def packed_slots(a: np.ndarray, b: np.ndarray, d: np.ndarray, f: int, w: int) -> tuple:
+    """Host ``(S, L <= W F)`` filters as the device arrays ``spiir_pass<F, W>`` takes, ``(c, b, g, d)``
+    in the layout's order (:func:`~gwbatch.spiir.filtering.coefficients`, :func:`pack_slots`)."""
+    import cupy
+
+    c, g = coefficients(a, b)
+    return tuple(cupy.asarray(pack_slots(v, f, w, t)) for v, t in
+                 ((c, np.complex64), (b, np.complex64), (g, np.complex64), (d, np.int32)))
+
+
 def packed_bank(a: np.ndarray, b: np.ndarray, d: np.ndarray, f: int) -> tuple:
     """Host ``(T, L)`` filters as the device arrays :func:`run_class` takes, ``(c, b, g, d)`` packed
     for class ``F`` (:func:`~gwbatch.spiir.filtering.coefficients`, :func:`pack`)."""

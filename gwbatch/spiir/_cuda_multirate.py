@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gwbatch.spiir import _cuda
-from gwbatch.spiir._cuda import HALO, LAYOUTS, NB, filter_counts, pack_slots
+from gwbatch.spiir._cuda import HALO, LAYOUTS, NB, filter_counts, packed_slots
 
 #: Time per template and sample of each layout filled to its capacity, with the interpolating
 #: epilogue, time segments as :func:`segments_to_fill` sets them (ps; one H100, 1024 templates,
@@ -113,10 +113,7 @@ def _launches(a, b, d, samples: int) -> list[Launch]:
         per = f * w
         for part, lo in enumerate(range(0, width, per)):
             cols = slice(lo, min(lo + per, width))
-            c, g = _cuda.coefficients(a[rows, cols], b[rows, cols])
-            packed = tuple(cupy.asarray(pack_slots(v, f, w, t)) for v, t in
-                           ((c, np.complex64), (b[rows, cols], np.complex64), (g, np.complex64),
-                            (d[rows, cols], np.int32)))
+            packed = packed_slots(a[rows, cols], b[rows, cols], d[rows, cols], f, w)
             launch = Launch(f, w, packed, cupy.asarray(rows.astype(np.int32)), int(rows.size), part > 0)
             (later if part else first).append(launch)
     return first + later
