@@ -22,7 +22,6 @@ The packed device arrays of a bank are built once per filter content and cached 
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -138,20 +137,13 @@ PLANS_KEPT = 128
 _PLANS: OrderedDict = OrderedDict()
 
 
-def _content_key(bank) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    for v in (bank.a, bank.b, bank.d, bank.level):
-        digest.update(np.ascontiguousarray(v).view(np.uint8).data)
-        digest.update(str(v.shape).encode())
-    return digest.hexdigest()
-
-
 def device_plan(bank) -> tuple[Rung, ...]:
     """The bank's rungs, lowest first, with their packed device arrays; built once per filter
-    content and device (the last :data:`PLANS_KEPT` kept)."""
+    content (:attr:`~gwbatch.spiir.bank.FilterBank.filters_digest`, hashed once per bank object)
+    and device (the last :data:`PLANS_KEPT` kept)."""
     import cupy
 
-    key = (cupy.cuda.Device().id, _content_key(bank))
+    key = (cupy.cuda.Device().id, bank.filters_digest)
     if key in _PLANS:
         _PLANS.move_to_end(key)
     else:

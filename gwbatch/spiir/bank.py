@@ -195,6 +195,16 @@ class FilterBank:
         """The filters split by rung (:func:`gwbatch.spiir.multirate.level_sets`)."""
         return level_sets(self.a, self.b, self.d, self.level)
 
+    @functools.cached_property
+    def filters_digest(self) -> str:
+        """A digest of the filters (``a``, ``b``, ``d``, ``level``): banks with the same one filter
+        alike (the GPU's packed arrays are cached by it). Computed once per bank object."""
+        digest = hashlib.blake2b(digest_size=16)
+        for v in (self.a, self.b, self.d, self.level):
+            digest.update(np.ascontiguousarray(v).view(np.uint8).data)
+            digest.update(str(v.shape).encode())
+        return digest.hexdigest()
+
     def updates_per_sample(self) -> np.ndarray:
         """Filter updates per top-rate sample, per template (the single-rate count is ``n_filters``)."""
         used = self.b != 0
