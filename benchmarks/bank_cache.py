@@ -2,9 +2,10 @@
 
     python benchmarks/bank_cache.py STORE CACHE [--campaign configs/one-day.yaml] [--member spiir] [--out r.json]
 
-Looks up the SPIIR search's banks the way its prepare step does (placement, each detector's PSD from
-``STORE``, then ``gwbatch.spiir.cache.cached_bank_path`` in ``CACHE``) and builds no bank (templates are
-placed, and their placement cached, when ``CACHE`` has none).  Per detector
+Looks up the SPIIR search's banks the way its prepare step does (placement, the PSD epochs and which
+of them need a bank of their own, each one's PSD from ``STORE``, then
+``gwbatch.spiir.cache.cached_bank_path`` in ``CACHE``) and builds no bank (templates are placed, and
+their placement cached, when ``CACHE`` has none).  Per detector (and epoch, when there are several)
 it reports the bank found and how far the data's PSD is from the one the bank was built for
 (largest relative difference; whether the bytes are the same), or that there is none; it exits 1
 when a bank is missing, 2 on bad input (a missing store or campaign file, no such SPIIR member).
@@ -62,18 +63,21 @@ def check() -> int:
     cfg = load_bank_config(campaign.search.bank)
     t0 = time.perf_counter()
     templates = placed_templates(cfg, design(campaign.search.placement_psd, meta.sample_rate), args.cache)
-    psds = SpiirSearch().bank_psds(plan.settings, prepare_context(plan, meta, args.cache, in_process, False))
+    epochs, psds, shared = SpiirSearch().bank_plan(plan.settings, prepare_context(plan, meta, args.cache, in_process,
+                                                                                  False), templates)
     rows, missing = {}, []
-    for ifo, psd in psds.items():
-        path = cached_bank_path(cfg, psd, templates, args.cache)
-        if not path.exists():
-            missing.append(ifo)
-            rows[ifo] = {"bank": None}
-            continue
-        built_for = read_bank_psd(path)
-        ok = np.isfinite(psd.values) & (psd.values > 0)
-        rows[ifo] = {"bank": path.name, "same_bytes": psd.fingerprint() == built_for.fingerprint(),
-                     "max_relative_difference": float(np.max(np.abs(psd.values[ok] / built_for.values[ok] - 1)))}
+    for ifo, sharing in shared.items():
+        for k in sorted(set(sharing.owner)):
+            psd, key = psds[k][ifo], ifo if len(epochs) == 1 else f"{ifo} epoch {k}"
+            path = cached_bank_path(cfg, psd, templates, args.cache)
+            if not path.exists():
+                missing.append(key)
+                rows[key] = {"bank": None}
+                continue
+            built_for = read_bank_psd(path)
+            ok = np.isfinite(psd.values) & (psd.values > 0)
+            rows[key] = {"bank": path.name, "same_bytes": psd.fingerprint() == built_for.fingerprint(),
+                         "max_relative_difference": float(np.max(np.abs(psd.values[ok] / built_for.values[ok] - 1)))}
     seconds = time.perf_counter() - t0
     for ifo, row in rows.items():
         print(ifo, json.dumps(row))

@@ -207,9 +207,8 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "fingerprint": fingerprint,
             "ifos": list(plan.ifos),
         },
-        "resources": {
-            "banks": {ifo: {"file": path, "fingerprint": fp} for ifo, (path, fp) in resources.get("banks", {}).items()},
-        },
+        # what the search built before its chunks ran, as it summarises it (SPIIR: PSD epochs and their banks)
+        "resources": resources.get("summary", {}),
         "cluster": {"kind": cluster.kind, "workers": cluster.workers, "threads_per_worker": cluster.threads,
                     "dashboard": cluster.dashboard, "backend": cluster.backend},
         "devices": sorted({c["device"] for c in chunks}),

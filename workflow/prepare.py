@@ -44,7 +44,8 @@ def cpu_workers(cluster_cfg, progress: bool = True) -> Iterator[Callable]:
 
 def prepare_context(plan, meta, outdir: Path, parallel: Callable, progress: bool = True) -> PrepareContext:
     """What a search's ``prepare`` sees for ``plan`` on store ``meta``: its cache is ``outdir/banks``."""
-    return PrepareContext(store=meta, ifos=plan.ifos, span_start=plan.span_start, dq_required=plan.dq_required,
+    return PrepareContext(store=meta, ifos=plan.ifos, span_start=plan.span_start, chunks=plan.chunks,
+                          dq_required=plan.dq_required,
                           zero_gap=plan.zero_gap, conditioning=plan.conditioning, excluded=plan.segments.excluded, cache=no_link(Path(outdir) / BANKS),
                           parallel=parallel, progress=progress)
 

@@ -73,8 +73,14 @@ def _search_rows(manifest: dict) -> Rows:
     rows = [("search", text(search.get("kind")))]
     rows += [(f"search.{k}", text(v)) for k, v in search.items() if k != "kind" and not isinstance(v, dict)]
     rows += [(f"coincidence.{k}", text(v)) for k, v in coinc.items() if not isinstance(v, dict)]
-    banks = (manifest.get("resources") or {}).get("banks") or {}
-    rows += [(f"bank for {ifo}", text(b.get("file"))) for ifo, b in banks.items()]
+    resources = manifest.get("resources") or {}
+    for ifo, files in (resources.get("banks") or {}).items():
+        rows.append((f"banks for {ifo}", text(files)))
+    epochs = resources.get("psd_epochs") or []
+    if len(epochs) > 1:
+        losses = [b["snr_loss"] for e in epochs for b in e["banks"].values() if b.get("snr_loss") is not None]
+        rows.append(("PSD epochs", f"{len(epochs)}; largest SNR loss from a shared bank "
+                                   f"{num(max(losses) if losses else None, '.4f')}"))
     return rows
 
 

@@ -56,13 +56,14 @@ class NetworkSettings:
 @dataclass(frozen=True)
 class PrepareContext:
     """What :meth:`Search.prepare` may use: the store (a :class:`~gwbatch.io.store.StoreMeta`), the
-    span's first sample, how samples are masked and conditioned, the run's own cache directory,
+    span's first sample and the plan's chunks, how samples are masked and conditioned, the run's own cache directory,
     and ``parallel(fn, args, items, desc)``, which yields ``fn(*args, item)`` for every item as it
     completes on CPU workers (the workflow starts them on first use)."""
 
     store: Any
     ifos: tuple[str, ...]
     span_start: int
+    chunks: tuple  # the plan's gwbatch.tasks.ChunkSpec, in order
     dq_required: int
     zero_gap: int | None
     conditioning: Any  # gwbatch.conditioning.ConditioningSettings
@@ -137,7 +138,8 @@ class Search(Protocol):
         settings with another value (the memory plan's advice)."""
 
     def prepare(self, settings, context: PrepareContext) -> dict:
-        """What every chunk task needs and is built once (``{}`` for most searches)."""
+        """What every chunk task needs and is built once (``{}`` for most searches); its ``summary``,
+        if any, is written to the manifest as ``resources``."""
 
     def process(self, task: ChunkTask, resources: dict) -> ChunkResult:
         """One chunk (on a worker)."""

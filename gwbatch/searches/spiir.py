@@ -28,7 +28,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from gwbatch.background.trials import chunk_trials_significance
 from gwbatch.candidates.coincidence import cluster_in_time
@@ -40,7 +40,7 @@ from gwbatch.conditioning.whiten import effective_psd
 from gwbatch.config import load_bank_config
 from gwbatch.config.strict import Snr, StrictModel
 from gwbatch.config.text import short
-from gwbatch.errors import ConfigError
+from gwbatch.errors import ConfigError, DataError
 from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.banks import load_bank, read_bank_file
 from gwbatch.io.store import file_sha256
@@ -49,9 +49,10 @@ from gwbatch.searches.common import ChunkRun
 from gwbatch.sky.skymap import TEMPERATURE
 from gwbatch.spiir.cache import build_bank, cached_bank_path, placed_templates, store_psd
 from gwbatch.spiir.bank import multirate_tail
+from gwbatch.spiir.epochs import Epoch, mismatch_loss, plan_epochs, share_banks, template_cutoffs
 from gwbatch.spiir.triggers import find_triggers
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
-from gwbatch.waveforms.taylorf2 import chirp_time
+from gwbatch.waveforms.taylorf2 import chirp_time, isco_frequency
 
 TRIGGER_COLUMNS = {
     "ifo": "str", "sample": "int64", "merger": "int64", "template": "int64", "mass1": "float64",
@@ -98,7 +99,16 @@ class SpiirSearchConfig(StrictModel):
     )
     psd: str = Field("data", description="PSD the filters are built for: 'data' (each detector's own) or a design curve")
     psd_seconds: float = Field(512.0, gt=0, le=4096,
-                               description="with psd: data, seconds from the span start used (at most 4096)")
+                               description="with psd: data, seconds from each PSD epoch's start measured (at most 4096)")
+    psd_epoch: float = Field(
+        4096.0, gt=0, le=10 * 365 * 86400,
+        description="with psd: data, the span is cut into epochs of about this many seconds (whole chunks), each "
+                    "with its PSD measured; an epoch reuses an earlier epoch's bank unless that loses more than "
+                    "psd_tolerance of its SNR (gwbatch.spiir.epochs)")
+    psd_tolerance: float = Field(
+        0.005, gt=0, le=0.2,
+        description="largest fraction of the optimal SNR an epoch may lose by reusing a bank built for another "
+                    "epoch's PSD; beyond it the epoch gets a bank of its own")
     threshold: Snr = Field(5.5, description="single-detector |z| threshold")
     cluster_window: float = Field(0.1, gt=0, le=3600, description="keep the loudest trigger within this many seconds")
     batch: int = Field(256, ge=1, le=65536, description="templates filtered per pass")
@@ -115,6 +125,13 @@ class SpiirSearchConfig(StrictModel):
             raise ValueError(f"must be 'data' or a design curve (aLIGO, AdVirgo, KAGRA), got {short(v)}")
         return v
 
+    @model_validator(mode="after")
+    def _epoch_holds_its_psd(self):
+        if self.psd == "data" and self.psd_seconds > self.psd_epoch:
+            raise ValueError(f"psd_seconds ({self.psd_seconds:g}) must be at most psd_epoch ({self.psd_epoch:g}): each "
+                             "epoch's PSD is measured from its own first psd_seconds")
+        return self
+
 
 @dataclass(frozen=True)
 class SpiirSettings:
@@ -127,7 +144,9 @@ class SpiirSettings:
     bank: str  # the bank's YAML file
     placement_psd: str  # design curve the templates are placed with
     psd: str  # "data" (each detector's own) or a design curve the filters are built for
-    psd_seconds: float  # with psd "data": seconds from the span start measured
+    psd_seconds: float  # with psd "data": seconds from each epoch's start measured
+    psd_epoch: float  # with psd "data": seconds per PSD epoch (gwbatch.spiir.epochs)
+    psd_tolerance: float  # SNR fraction an epoch may lose by reusing another epoch's bank
     bank_cache: str | None  # None: the run directory's own
     threshold: float  # single-detector |z|
     cluster_window: float  # s
@@ -176,6 +195,11 @@ def _bank(path: str, fingerprint: str):
     return bank
 
 
+def chunk_bank(resources: dict, ifo: str, spec: ChunkSpec):
+    """The bank ``ifo``'s filters use in chunk ``spec``: its PSD epoch's (:meth:`SpiirSearch.prepare`)."""
+    return _bank(*resources["epoch_banks"][resources["chunk_epoch"][spec.index]][ifo])
+
+
 def longest_template(cfg) -> float:
     """Seconds of the longest template of bank ``cfg`` (a :class:`gwbatch.config.BankConfig`):
     the Newtonian chirp time from f_low - 2 Hz, plus 2 s."""
@@ -209,7 +233,8 @@ class SpiirSearch:
         )
         return SpiirSettings(
             sample_rate=sample_rate, ifos=tuple(ifos), bank=str(search.bank), placement_psd=search.placement_psd,
-            psd=search.psd, psd_seconds=search.psd_seconds,
+            psd=search.psd, psd_seconds=search.psd_seconds, psd_epoch=search.psd_epoch,
+            psd_tolerance=search.psd_tolerance,
             bank_cache=None if search.bank_cache is None else str(search.bank_cache),
             threshold=search.threshold, cluster_window=search.cluster_window, batch=search.batch,
             warm=int(np.ceil(longest_template(bank) * sample_rate)), tail=multirate_tail(bank),
@@ -254,26 +279,58 @@ class SpiirSearch:
     def memory_knobs(self, settings: SpiirSettings) -> dict:
         return {"search.batch": (settings.batch, lambda batch: replace(settings, batch=batch))}
 
-    def bank_psds(self, settings: SpiirSettings, context: PrepareContext) -> dict:
-        """The PSD each detector's bank is built for: measured from the store's first
-        ``psd_seconds`` of the span as the chunks will whiten it, or a design curve."""
+    def epoch_psds(self, settings: SpiirSettings, context: PrepareContext, epochs: list[Epoch]) -> list[dict]:
+        """Per PSD epoch, the PSD each detector's bank would be built for: measured from the store's
+        first ``psd_seconds`` of the epoch as the chunks will whiten it (None where too little of
+        that is data, when other epochs have some), or the design curve."""
         fs, cond = settings.sample_rate, settings.conditioning
-        psds = {}
-        for ifo in settings.ifos:
-            if settings.psd == "data":
-                measured = store_psd(context.store, ifo, start=context.span_start, seconds=settings.psd_seconds,
-                                     segment=cond.psd_segment, dq_required=context.dq_required,
-                                     zero_gap=context.zero_gap, excluded=context.excluded)
+        out, failed = [], {}
+        for epoch in epochs:
+            psds = {}
+            for ifo in settings.ifos:
+                if settings.psd != "data":
+                    psds[ifo] = design(settings.psd, fs)
+                    continue
+                try:
+                    measured = store_psd(context.store, ifo, start=epoch.start, seconds=settings.psd_seconds,
+                                         segment=cond.psd_segment, dq_required=context.dq_required,
+                                         zero_gap=context.zero_gap, excluded=context.excluded)
+                except DataError as exc:
+                    failed.setdefault(ifo, exc)
+                    psds[ifo] = None
+                    continue
                 psds[ifo] = effective_psd(measured, fs, int(round(cond.filter_duration * fs)), cond.f_low, cond.f_high)
-            else:
-                psds[ifo] = design(settings.psd, fs)
-        return psds
+            out.append(psds)
+        for ifo, exc in failed.items():
+            if all(p[ifo] is None for p in out):
+                raise exc
+            log.warning("%s: %d of %d PSD epochs have too little data for a PSD (%s); each takes the bank of its "
+                        "nearest epoch", ifo, sum(p[ifo] is None for p in out), len(out), exc)
+        return out
+
+    def bank_plan(self, settings: SpiirSettings, context: PrepareContext, templates: list) -> tuple:
+        """``(epochs, psds, sharing)``: the PSD epochs (:func:`gwbatch.spiir.epochs.plan_epochs`), each
+        one's PSDs (:meth:`epoch_psds`), and per detector which epoch's PSD each epoch's bank is built
+        for (:class:`gwbatch.spiir.epochs.Sharing`), the loss judged over the span of ``templates``."""
+        fs = settings.sample_rate
+        epochs = plan_epochs(context.chunks, settings.psd_epoch if settings.psd == "data" else None, fs)
+        psds = self.epoch_psds(settings, context, epochs)
+        f_low = load_bank_config(settings.bank).f_low
+        cutoffs = template_cutoffs(np.array([isco_frequency(t.mass1, t.mass2) for t in templates]), fs)
+
+        def loss(built_for, data):
+            return mismatch_loss(built_for, data, f_low, cutoffs)
+
+        return epochs, psds, {ifo: share_banks([p[ifo] for p in psds], loss, settings.psd_tolerance)
+                              for ifo in settings.ifos}
 
     def prepare(self, settings: SpiirSettings, context: PrepareContext) -> dict:
-        """A built bank per detector: the templates are placed once (with the placement design
-        curve, so every detector has the same templates) and the filters built for each
-        detector's PSD (:meth:`bank_psds`), on the context's CPU workers; banks and placements
-        are cached (``search.bank_cache``, default the run's ``banks/``) and reused while they match."""
+        """The banks each chunk's detectors filter with. The templates are placed once (with the
+        placement design curve, so every detector has the same templates); the chunks are grouped
+        into PSD epochs (:mod:`gwbatch.spiir.epochs`), and each detector's filters are built for an
+        epoch's PSD (:meth:`epoch_psds`) where the banks built so far would lose more than
+        ``psd_tolerance`` of its SNR. Banks are built on the context's CPU workers and cached
+        (``search.bank_cache``, default the run's ``banks/``), reused while they match."""
         cfg = load_bank_config(settings.bank)
         if abs(cfg.sample_rate - settings.sample_rate) > 1e-9:
             raise ConfigError(f"bank {settings.bank} is for {cfg.sample_rate:g} Hz but store {context.store.path} is "
@@ -284,18 +341,44 @@ class SpiirSearch:
         except OSError as exc:
             raise ConfigError(f"search.bank_cache {str(cache)!r} cannot hold banks: {exc.strerror or exc}; "
                               "name a directory that exists or can be created") from exc
-        templates = placed_templates(cfg, design(settings.placement_psd, settings.sample_rate), cache)
-        psds = self.bank_psds(settings, context)
-        banks = {}
-        for ifo in settings.ifos:
-            path = cached_bank_path(cfg, psds[ifo], templates, cache)
-            if not path.exists():
-                build_bank(cfg, psds[ifo], parallel=context.parallel, cache=cache, templates=templates)
-            bank = load_bank(path)
-            log.info("bank %s for %s: %d templates, median overlap %.4f (%s)", cfg.name, ifo, bank.size,
-                     float(sorted(bank.overlap)[bank.size // 2]), path.name)
-            banks[ifo] = (str(path), bank.fingerprint)
-        return {"banks": banks}
+        fs = settings.sample_rate
+        templates = placed_templates(cfg, design(settings.placement_psd, fs), cache)
+        epochs, psds, shared = self.bank_plan(settings, context, templates)
+        epoch_banks = [{} for _ in epochs]
+        summary = [{"epoch": e.index, "chunks": list(e.chunks), "banks": {}} for e in epochs]
+        for ifo, sharing in shared.items():
+            built = {}
+            for k in sorted(set(sharing.owner)):
+                path = cached_bank_path(cfg, psds[k][ifo], templates, cache)
+                if not path.exists():
+                    build_bank(cfg, psds[k][ifo], parallel=context.parallel, cache=cache, templates=templates)
+                bank = load_bank(path)
+                log.info("bank %s for %s, PSD epoch %d: %d templates, median overlap %.4f (%s)", cfg.name, ifo, k,
+                         bank.size, float(sorted(bank.overlap)[bank.size // 2]), path.name)
+                built[k] = (str(path), bank.fingerprint)
+            for k, owner in enumerate(sharing.owner):
+                epoch_banks[k][ifo] = built[owner]
+                lost = sharing.loss[k]
+                summary[k]["banks"][ifo] = {"file": built[owner][0], "fingerprint": built[owner][1],
+                                            "built_for_epoch": owner, "snr_loss": None if np.isnan(lost) else lost}
+            if len(epochs) > 1:
+                log.info("%s: %d PSD epochs share %d banks (largest SNR loss from sharing %.4f, tolerance %g)", ifo,
+                         len(epochs), len(built), np.nanmax(sharing.loss), settings.psd_tolerance)
+        t0, store_stop = GPSTime.parse(context.store.t0), context.store.n_samples
+        for row, e in zip(summary, epochs):
+            row["gps_start"], row["gps_stop"] = (float(t) for t in sample_times(t0, [e.start, e.stop], fs))
+            if settings.psd == "data":
+                row["psd_gps_start"] = row["gps_start"]
+                row["psd_seconds"] = min(settings.psd_seconds, (store_stop - e.start) / fs)
+        return {
+            "epoch_banks": tuple(epoch_banks),
+            "chunk_epoch": {c: e.index for e in epochs for c in e.chunks},
+            "summary": {
+                "psd_epochs": summary,
+                "psd_tolerance": settings.psd_tolerance,
+                "banks": {ifo: sorted({b[ifo][0] for b in epoch_banks}) for ifo in settings.ifos},
+            },
+        }
 
     def process(self, task: ChunkTask, resources: dict) -> ChunkResult:
         spec, settings = task.spec, task.settings
@@ -304,7 +387,7 @@ class SpiirSearch:
         with ChunkRun(task) as run:
             for series in run.series():
                 with run.stage("search"):
-                    bank = _bank(*resources["banks"][series.ifo])
+                    bank = chunk_bank(resources, series.ifo, spec)
                     cond = series.cond
                     filtered[series.ifo] = filter_input(cond)
                     trig = find_triggers(filtered[series.ifo], cond.valid, bank, threshold=settings.threshold,
@@ -327,7 +410,7 @@ class SpiirSearch:
             with run.stage("network"):
                 net = ChunkNetwork(
                     ifos=tuple(s.ifo for s in kept), x=[filtered[s.ifo] for s in kept],
-                    valid=[s.cond.valid for s in kept], banks=[_bank(*resources["banks"][s.ifo]) for s in kept],
+                    valid=[s.cond.valid for s in kept], banks=[chunk_bank(resources, s.ifo, spec) for s in kept],
                     read_start=spec.read_start, own=kept[0].own, sample_rate=fs,
                     gps=float(sample_times(GPSTime.parse(task.store.t0), 0.5 * (spec.start + spec.stop), fs)),
                 )
@@ -369,7 +452,7 @@ class SpiirSearch:
         it, as the chunk's own samples do after the read start (the search's halo)."""
         from gwbatch.spiir.filtering import filter_templates
 
-        bank = _bank(*resources["banks"][series.ifo])
+        bank = chunk_bank(resources, series.ifo, spec)
         template = int(row["template"])
         part, delay = bank.subset(np.array([template])), int(bank.merger_delay[template])
         x = filter_input(series.cond)
