@@ -413,7 +413,9 @@ def test_a_cluster_that_never_closes_does_not_hold_the_run(small_store, tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_the_run_cleanly_and_resume_completes_it(small_store, reference, tmp_path, sig, status):
-    config = campaign_file(small_store, tmp_path, plan={"chunk": 32.0},
+    # 20 s chunks, 13 of them: the run is still in its chunk stage when the signal comes after the
+    # first checkpoint, even on a loaded machine (with 8 chunks of 32 s it once finished first)
+    config = campaign_file(small_store, tmp_path, plan={"chunk": 20.0},
                            cluster={"kind": "local", "n_workers": 1, "dashboard_address": ":0"})
     out = tmp_path / "run"
     proc = start(config, out)

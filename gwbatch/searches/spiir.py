@@ -186,9 +186,10 @@ def loudest_over_templates(triggers: pd.DataFrame, window: float) -> pd.DataFram
     return pd.concat(out).sort_values("snr", ascending=False, kind="stable").reset_index(drop=True)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)
 def _bank(path: str, fingerprint: str):
-    """A worker loads each bank once (``fingerprint`` keys the cache to the file's content)."""
+    """A worker loads each bank once (``fingerprint`` keys the cache to the file's content); 32 hold
+    three detectors' banks for ten PSD epochs that each needed their own."""
     bank = load_bank(path)
     if bank.fingerprint != fingerprint:
         raise RuntimeError(f"bank {path} changed while the campaign ran (fingerprint {bank.fingerprint})")
