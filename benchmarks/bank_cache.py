@@ -63,8 +63,8 @@ def check() -> int:
     cfg = load_bank_config(campaign.search.bank)
     t0 = time.perf_counter()
     templates = placed_templates(cfg, design(campaign.search.placement_psd, meta.sample_rate), args.cache)
-    epochs, psds, shared = SpiirSearch().bank_plan(plan.settings, prepare_context(plan, meta, args.cache, in_process,
-                                                                                  False), templates)
+    context = prepare_context(plan, meta, args.cache, in_process, False)
+    epochs, psds, shared = SpiirSearch().bank_plan(plan.settings, context, cfg, templates)
     rows, missing = {}, []
     for ifo, sharing in shared.items():
         for k in sorted(set(sharing.owner)):

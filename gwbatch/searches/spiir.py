@@ -309,18 +309,18 @@ class SpiirSearch:
                         "nearest epoch", ifo, sum(p[ifo] is None for p in out), len(out), exc)
         return out
 
-    def bank_plan(self, settings: SpiirSettings, context: PrepareContext, templates: list) -> tuple:
+    def bank_plan(self, settings: SpiirSettings, context: PrepareContext, cfg, templates: list) -> tuple:
         """``(epochs, psds, sharing)``: the PSD epochs (:func:`gwbatch.spiir.epochs.plan_epochs`), each
         one's PSDs (:meth:`epoch_psds`), and per detector which epoch's PSD each epoch's bank is built
-        for (:class:`gwbatch.spiir.epochs.Sharing`), the loss judged over the span of ``templates``."""
+        for (:class:`gwbatch.spiir.epochs.Sharing`), the loss judged from bank ``cfg``'s ``f_low`` over
+        the span of its ``templates``."""
         fs = settings.sample_rate
         epochs = plan_epochs(context.chunks, settings.psd_epoch if settings.psd == "data" else None, fs)
         psds = self.epoch_psds(settings, context, epochs)
-        f_low = load_bank_config(settings.bank).f_low
         cutoffs = template_cutoffs(np.array([isco_frequency(t.mass1, t.mass2) for t in templates]), fs)
 
         def loss(built_for, data):
-            return mismatch_loss(built_for, data, f_low, cutoffs)
+            return mismatch_loss(built_for, data, cfg.f_low, cutoffs)
 
         return epochs, psds, {ifo: share_banks([p[ifo] for p in psds], loss, settings.psd_tolerance)
                               for ifo in settings.ifos}
@@ -344,7 +344,7 @@ class SpiirSearch:
                               "name a directory that exists or can be created") from exc
         fs = settings.sample_rate
         templates = placed_templates(cfg, design(settings.placement_psd, fs), cache)
-        epochs, psds, shared = self.bank_plan(settings, context, templates)
+        epochs, psds, shared = self.bank_plan(settings, context, cfg, templates)
         epoch_banks = [{} for _ in epochs]
         summary = [{"epoch": e.index, "chunks": list(e.chunks), "banks": {}} for e in epochs]
         for ifo, sharing in shared.items():
