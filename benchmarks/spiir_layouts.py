@@ -50,7 +50,7 @@ def main(argv=None):
         packed = packed_slots(a, b, d, f, w)
         pad = int(d.max()) + 16
         xs, n4 = shifted_input(x, pad, n)
-        fill = segments_to_fill(packed[0].shape[0], n, f)
+        fill = segments_to_fill(packed[0].shape[0], n, f, w)
         row = {"f": f, "w": w, "capacity": width, "segments": fill}
         for label, segments, with_low in (("rung", fill, True), ("no_epilogue", fill, False), ("one_segment", 1, True)):
             def run():

@@ -38,8 +38,11 @@ template has on one rung of the multi-rate ladder (:mod:`gwbatch.spiir._cuda_mul
 butterfly folds over the template's ``W`` lanes only, leaving each lane ``16 / W`` consecutive
 samples (a pair for ``W`` >= 16).  Slot ``s`` writes row ``rows[s]`` of the output.  Its epilogue can
 add the rung below interpolated by the ladder's half-band FIR (polyphase: one even tap, 13
-symmetric odd pairs, float32 constants; each lane loads its pairs' window once) and can add to what
-the row holds (a template's later filter parts).
+symmetric odd pairs, float32 constants; each lane reads its pairs' window once) and can add to what
+the row holds (a template's later filter parts).  Layouts with ``W`` <= 4 hold 8 to 32 rows per warp:
+they load the rung below and store their output through a shared tile, consecutive lanes on one row,
+so a request touches a few whole lines instead of one line per row (the L1 tag requests that bound
+them).
 
 Input.  ``x[k - d]`` for 16 consecutive ``k`` is read as four aligned ``float4`` loads through the
 read-only path (seed 000's vectorised loads) from one of four copies of ``x`` shifted by 0..3
@@ -117,7 +120,7 @@ __device__ __forceinline__ int first_sample(const int lane)
            + 2 * ((lane >> (W >= 16 ? 1 : 0)) & 1);
 }
 
-// Register budget per class: 2 blocks of 128 threads per SM for F = 16 (<= 255 registers), 3 for F = 8.
+// Register budget: MIN_BLOCKS(F, W) blocks of 128 threads per SM (gwbatch.spiir._cuda.blocks_per_sm).
 //
 // A warp holds 32 / W templates ("slots"), W lanes each, F filters per lane.  Slot s's output row is
 // rows[s] (s itself when rows is null; a negative row is an empty slot).  With ``low`` (the ladder's
@@ -126,7 +129,7 @@ __device__ __forceinline__ int first_sample(const int lane)
 // sample 2m + 1 the odd phase sum_i ODD[i] (low[m - i] + low[m + 1 + i]), i < ODD_TAPS.  With ``accumulate`` the
 // output adds what ``out`` holds (a template's later filter parts).  Samples from n_valid on are 0.
 template <int F, int W>
-__global__ void __launch_bounds__(128, F >= 16 ? 2 : (F >= 8 ? 3 : 4))
+__global__ void __launch_bounds__(128, MIN_BLOCKS(F, W))
 spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
            const long long n_pad, const long long seg_len,
            const float2* __restrict__ c, const float2* __restrict__ b, const float2* __restrict__ g,
@@ -168,6 +171,16 @@ spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
             s1[f] = 0.0f; s2[f] = 0.0f;
         }
     }
+    // W <= 4: a warp holds 8 to 32 rows and each lane reads and writes its own row, so every load of
+    // the rung below and every store would touch as many lines as the warp has rows (L1 tag requests
+    // bound these layouts: ncu, benchmarks/RESULTS.md).  They go through a per-warp shared tile
+    // instead: consecutive lanes load each row's window of the rung below (low[m0 - 16, m0 + 24),
+    // LOW_PITCH float4s, m0 = k0 / 2), and the block's output is stored by 8 lanes per row, whole
+    // 128-byte lines.  (Not for F = 8, whose registers would spill at its launch bounds.)
+    constexpr bool STAGED = STAGE && W <= 4 && F < 8;
+    constexpr int SLOTS = 32 / W, PITCH = NB / 2 + 1, LOW_PITCH = 20;  // float4s per staged row
+    __shared__ float4 stage[STAGED ? (128 / 32) * SLOTS * LOW_PITCH : 1];
+    float4* const tile = stage + (threadIdx.x >> 5) * (STAGED ? SLOTS * LOW_PITCH : 0);
     float2* dst = out != nullptr && row >= 0 ? out + (long long)row * out_stride : nullptr;
     const float2* src_low = low != nullptr && row >= 0 ? low + (long long)row * low_stride + HALO : nullptr;
 
@@ -204,8 +217,25 @@ spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
         }
         if (out == nullptr) continue;
         reduce<W>(accr, acci, lane);
-        if (!writer) continue;
+        if constexpr (!STAGED) {
+            if (!writer) continue;
+        }
         const long long k = k0 + first;  // even: the lane's samples come in (even, odd) pairs
+        if constexpr (STAGED) {
+            if (low != nullptr) {
+#pragma unroll
+                for (int it = 0; it < SLOTS * LOW_PITCH / 32; ++it) {
+                    const int idx = 32 * it + lane, s = idx / LOW_PITCH;
+                    const int r = __shfl_sync(FULL, row, s * W);
+                    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    if (r >= 0)
+                        v = __ldg(reinterpret_cast<const float4*>(low + (long long)r * low_stride + HALO + (k0 >> 1) - 16)
+                                  + (idx - s * LOW_PITCH));
+                    tile[idx] = v;
+                }
+                __syncwarp();
+            }
+        }
         if (src_low != nullptr) {
             // The rung below interpolated: pair j (samples k + 2j, k + 2j + 1) needs low[m + j - 12 ...
             // m + j + 13] (m = k / 2); the lane's pairs share one window of P / 2 + 25 values, each
@@ -221,7 +251,9 @@ spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
             for (int q0 = 0; q0 < WIN; q0 += STEP) {
                 float2 vs[2];
                 if (WIDE) {
-                    const float4 v4 = __ldg(reinterpret_cast<const float4*>(window + q0));
+                    // staged: the lane's window starts at value 4 + first / 2 of its slot's tile row
+                    const float4 v4 = STAGED ? tile[(lane / W) * LOW_PITCH + 2 + first / 4 + q0 / 2]
+                                             : __ldg(reinterpret_cast<const float4*>(window + q0));
                     vs[0] = make_float2(v4.x, v4.y); vs[1] = make_float2(v4.z, v4.w);
                 } else {
                     vs[0] = __ldg(window + q0);
@@ -249,17 +281,41 @@ spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
                 }
             }
         }
+        if constexpr (STAGED) {
+            __syncwarp();  // the tile now takes the block's output
 #pragma unroll
-        for (int j = 0; j < P; j += 2) {
-            float4 v = make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]);
-            float4* p = reinterpret_cast<float4*>(dst + k + j);
-            if (accumulate) {
-                const float4 old = *p;
-                v.x += old.x; v.y += old.y; v.z += old.z; v.w += old.w;
+            for (int j = 0; j < P; j += 2)
+                tile[(lane / W) * PITCH + (first + j) / 2] = make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]);
+            __syncwarp();
+#pragma unroll
+            for (int it = 0; it < SLOTS / 4; ++it) {
+                const int s = 4 * it + (lane >> 3), pair = 2 * (lane & 7);
+                const int r = __shfl_sync(FULL, row, s * W);
+                float4 v = tile[s * PITCH + (lane & 7)];
+                if (r < 0) continue;
+                float4* p = reinterpret_cast<float4*>(out + (long long)r * out_stride + k0 + pair);
+                if (accumulate) {
+                    const float4 old = *p;
+                    v.x += old.x; v.y += old.y; v.z += old.z; v.w += old.w;
+                }
+                if (k0 + pair >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
+                if (k0 + pair + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
+                __stwb(p, v);
             }
-            if (k + j >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
-            if (k + j + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
-            *p = v;
+            __syncwarp();
+        } else {
+#pragma unroll
+            for (int j = 0; j < P; j += 2) {
+                float4 v = make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]);
+                float4* p = reinterpret_cast<float4*>(dst + k + j);
+                if (accumulate) {
+                    const float4 old = *p;
+                    v.x += old.x; v.y += old.y; v.z += old.z; v.w += old.w;
+                }
+                if (k + j >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
+                if (k + j + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
+                __stwb(p, v);
+            }
         }
     }
     if (end_state != nullptr) {
@@ -344,8 +400,10 @@ NAME_EXPRESSIONS = tuple(pass_name(f, w) for f, w in LAYOUTS) + ("spiir_scan", "
 
 
 #: Compile-time tuning (benchmarks/spiir_kernel.py --define times others): GROUP, the filters whose
-#: recurrences a thread steps together (their input windows are in registers at once).
-DEFINES = {"GROUP": 2}
+#: recurrences a thread steps together (their input windows are in registers at once);
+#: STAGE, whether the narrow layouts (W <= 4) load the rung below and store their output through a
+#: shared tile, whole lines per request (1), or each lane its own row (0).
+DEFINES = {"GROUP": 2, "STAGE": 1}
 
 
 def interpolation_taps() -> tuple[np.float32, np.ndarray]:
@@ -358,11 +416,32 @@ def interpolation_taps() -> tuple[np.float32, np.ndarray]:
     return taps[_CENTRE], taps[_CENTRE + 1 :: 2]
 
 
+#: Blocks per SM the launch bounds ask of the narrow layouts whose registers allow more than the
+#: default (the most that compile without spills for sm_90, within the shared tile's 228 KB per SM:
+#: (1, 1)'s tile is 40 KB a block); more resident warps hide the latency of their short blocks.
+NARROW_BLOCKS = {(1, 1): 5, (1, 2): 6, (2, 2): 6, (1, 4): 6, (2, 4): 6, (4, 2): 5, (4, 4): 5}
+
+
+def blocks_per_sm(f: int, w: int) -> int:
+    """Blocks of :data:`THREADS` threads per SM that ``spiir_pass<F, W>``'s launch bounds keep
+    resident: 2 for F = 16 (up to 255 registers), 3 for F = 8, :data:`NARROW_BLOCKS`, else 4."""
+    if f >= 16:
+        return 2
+    if f >= 8:
+        return 3
+    return NARROW_BLOCKS.get((f, w), 4)
+
+
+def _min_blocks_macro() -> str:
+    cases = "".join(f"(F) == {f} && (W) == {w} ? {n} : " for (f, w), n in sorted(NARROW_BLOCKS.items()))
+    return f"#define MIN_BLOCKS(F, W) ({cases}(F) >= 16 ? 2 : ((F) >= 8 ? 3 : 4))\n"
+
+
 def source() -> str:
     even, odd = interpolation_taps()
     constants = (f"#define HALO {HALO}\n#define EVEN_GAIN {float(even)!r}f\n#define ODD_TAPS {odd.size}\n"
                  "__constant__ float ODD[ODD_TAPS] = {" + ", ".join(f"{float(v)!r}f" for v in odd) + "};\n")
-    return "".join(f"#define {k} {v}\n" for k, v in DEFINES.items()) + constants + SOURCE
+    return "".join(f"#define {k} {v}\n" for k, v in DEFINES.items()) + _min_blocks_macro() + constants + SOURCE
 
 
 @functools.cache

@@ -31,15 +31,15 @@ from gwbatch.spiir import _cuda
 from gwbatch.spiir._cuda import HALO, LAYOUTS, NB, filter_counts, packed_slots
 
 #: Time per template and sample of each layout filled to its capacity, with the interpolating
-#: epilogue, time segments as :func:`segments_to_fill` sets them (ps; one H100, 1024 templates,
+#: epilogue, time segments as :func:`segments_to_fill` sets them (ps; one H200, 1024 templates,
 #: 65536 samples: ``python benchmarks/spiir_layouts.py``, benchmarks/RESULTS.md).
 LAYOUT_PS = {
-    (1, 1): 13.6, (2, 1): 14.0, (4, 1): 14.5, (8, 1): 19.7,
-    (1, 2): 9.1, (2, 2): 10.4, (4, 2): 13.3, (8, 2): 27.3,
-    (1, 4): 14.0, (2, 4): 15.5, (4, 4): 23.4, (8, 4): 39.3,
-    (1, 8): 19.1, (2, 8): 34.7, (4, 8): 42.6, (8, 8): 66.0,
-    (1, 16): 28.9, (2, 16): 38.8, (4, 16): 71.5, (8, 16): 95.3,
-    (1, 32): 65.0, (2, 32): 73.6, (4, 32): 95.2, (8, 32): 139.2, (16, 32): 232.9,
+    (1, 1): 11.7, (2, 1): 9.2, (4, 1): 10.9, (8, 1): 14.9,
+    (1, 2): 8.6, (2, 2): 10.3, (4, 2): 12.9, (8, 2): 18.8,
+    (1, 4): 10.5, (2, 4): 13.6, (4, 4): 19.0, (8, 4): 28.8,
+    (1, 8): 17.8, (2, 8): 23.2, (4, 8): 34.4, (8, 8): 54.2,
+    (1, 16): 28.3, (2, 16): 38.6, (4, 16): 61.0, (8, 16): 94.2,
+    (1, 32): 62.5, (2, 32): 69.8, (4, 32): 92.8, (8, 32): 134.5, (16, 32): 228.1,
 }
 #: What a launch costs beyond its templates' time (the scan, the first pass of segments, a launch
 #: that does not fill the GPU), in ps: a group of templates is worth its own launch only when it
@@ -160,17 +160,18 @@ def device_plan(bank) -> tuple[Rung, ...]:
 SEGMENT_BELOW = 0.25
 
 
-def segments_to_fill(n_warps: int, n_pad: int, f: int) -> int:
+def segments_to_fill(n_warps: int, n_pad: int, f: int, w: int) -> int:
     """Time segments for a launch of ``n_warps`` warps: none when it fills at least
-    :data:`SEGMENT_BELOW` of the warps the GPU keeps resident for the layout's register budget
-    (``spiir_pass``'s launch bounds), else enough to fill them, each at least 256 samples.  A warp
+    :data:`SEGMENT_BELOW` of the blocks the GPU keeps resident for the layout's register budget
+    (``spiir_pass``'s launch bounds), else as many as fill one wave of them, each at least 256 samples.  A warp
     holds up to 32 templates, so a rung's launch may have few warps; its segments run as two passes
     and a scan (:func:`gwbatch.spiir._cuda.run_pass`)."""
-    blocks_per_sm = 2 if f >= 16 else (3 if f >= 8 else 4)
-    resident = blocks_per_sm * (_cuda.THREADS // 32) * _cuda._sm_count()
-    if n_warps >= SEGMENT_BELOW * resident:
+    resident = _cuda.blocks_per_sm(f, w) * _cuda._sm_count()  # blocks
+    blocks = -(-max(n_warps, 1) * 32 // _cuda.THREADS)
+    if blocks >= SEGMENT_BELOW * resident:
         return 1
-    return int(max(1, min(-(-resident // max(n_warps, 1)), n_pad // 256)))
+    # whole blocks per wave: one block more than the GPU holds would take a second wave
+    return int(max(1, min(resident // blocks, n_pad // 256)))
 
 
 def filter_multirate_cuda(x, bank):
@@ -203,7 +204,7 @@ def filter_multirate_cuda(x, bank):
                            rows=launch.rows, n_slots=launch.n_slots, low=low,
                            low_stride=0 if low is None else low.shape[1], n_valid=xk.size,
                            accumulate=launch.accumulate,
-                           segments=segments_to_fill(launch.packed[0].shape[0], n_pad, launch.f))
+                           segments=segments_to_fill(launch.packed[0].shape[0], n_pad, launch.f, launch.w))
         below = buf
         del shifted
     return below[:, : xs[0].size]
