@@ -3,8 +3,8 @@
 A bank is built for one detector's PSD.  Each template is built independently (a pure function, so
 a campaign maps it over CPU workers): waveform -> whitened analytic template on its own frequency
 grid -> SPIIR filters by the eps search (:mod:`gwbatch.spiir.construct`) -> the response's
-autocorrelation for the chi-squared -> ``sigma``, the optimal SNR at 1 Mpc (horizon distance
-``sigma / 8`` Mpc).  :func:`pack` lays the filters out as padded ``(templates, filters)`` arrays,
+autocorrelation for the chi-squared (read off the correlation that measured the response's overlap)
+-> ``sigma``, the optimal SNR at 1 Mpc (horizon distance ``sigma / 8`` Mpc).  :func:`pack` lays the filters out as padded ``(templates, filters)`` arrays,
 each template's filters sorted by rung and delay.  With ``spiir.multirate`` (the default) each
 filter runs at a rate matched to its frequency (:mod:`gwbatch.spiir.multirate`); overlaps are
 measured on the response the bank runs and, for comparison, on the single-rate filters.
@@ -22,8 +22,16 @@ import numpy as np
 from gwbatch.conditioning.psd import PSD
 from gwbatch.config import BankConfig
 from gwbatch.errors import ConfigError
-from gwbatch.spiir.construct import Target, autocorrelation, construct, impulse_response, whitened_template
-from gwbatch.spiir.multirate import effective_response, filter_levels, level_sets, max_level, reach, to_rate
+from gwbatch.spiir.construct import Target, construct, whitened_template
+from gwbatch.spiir.multirate import (
+    effective_response,
+    filter_levels,
+    impulse_start,
+    level_sets,
+    max_level,
+    reach,
+    to_rate,
+)
 from gwbatch.spiir.placement import (
     Metric,
     Region,
@@ -60,7 +68,11 @@ def frequency_grid(template: Template, cfg: BankConfig) -> tuple[int, float]:
 
 
 def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTemplate:
-    """SPIIR filters and metadata of one template for ``psd`` (pure; safe to run on any worker)."""
+    """SPIIR filters and metadata of one template for ``psd`` (pure; safe to run on any worker).
+
+    Every overlap of the template (each ``eps``, each multi-rate try) is computed against one
+    :class:`~gwbatch.spiir.construct.Target`, on one FFT length long enough for the multi-rate
+    responses' lead; the autocorrelation comes from the chosen response's overlap."""
     n, delta_f = frequency_grid(template, cfg)
     f = np.arange(n // 2 + 1) * delta_f
     s = psd(np.maximum(f, 1.0))
@@ -69,20 +81,21 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     white = whitened_template(htilde, s, delta_f, cfg.sample_rate, cfg.f_low, f_end)
     h = white.h
     sp = cfg.spiir
-    target = Target(h)
+    # Overlaps are computed on one FFT length per template, holding the multi-rate responses' lead.
+    target = Target(h, headroom=impulse_start(max_level(cfg.f_low, cfg.sample_rate, sp.multirate_safety))
+                    if sp.multirate else 0)
     filt = construct(h, overlap_target=sp.overlap_target, epsilons=sp.epsilons, alpha=sp.alpha, beta=sp.beta,
-                     least_squares=sp.least_squares, phase=white.phase, merger=white.merger, target=target)
+                     least_squares=sp.least_squares, phase=white.phase, merger=white.merger, target=target,
+                     lags=sp.autocorrelation_lags)
     moved = _multirate(filt, target, cfg) if sp.multirate else None
-    if moved is None:  # single-rate
-        moved = (filt.a, filt.b, filt.d, np.zeros(filt.a.size, np.int8), impulse_response(filt.a, filt.b, filt.d),
-                 filt.overlap, filt.latency)
-    a, b, d, level, response, ov, latency = moved
+    if moved is None:  # single-rate: the response construct measured
+        moved = (filt.a, filt.b, filt.d, np.zeros(filt.a.size, np.int8), filt.overlap, filt.latency, filt.autocorr)
+    a, b, d, level, ov, latency, autocorr = moved
     band = f >= cfg.f_low
     sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
     return BuiltTemplate(
         template, a, b, d, level, filt.epsilon, ov, filt.overlap, h.size, latency,
-        latency - (h.size - 1 - filt.peak_offset), sigma,
-        autocorrelation(response, h, sp.autocorrelation_lags),
+        latency - (h.size - 1 - filt.peak_offset), sigma, autocorr,
     )
 
 
@@ -95,7 +108,8 @@ DECAY_SAMPLES = (0, 4, 8, 16, 32)
 def _multirate(filt, target: Target, cfg: BankConfig):
     """The template's filters moved to lower rates (:mod:`gwbatch.spiir.multirate`): the fewest updates
     among :data:`DECAY_SAMPLES` whose response's overlap is within ``spiir.multirate_tolerance`` of the
-    single-rate filters'; ``(a, b, d, level, response, overlap, latency)``, or None (stay single-rate)."""
+    single-rate filters'; ``(a, b, d, level, overlap, latency, autocorrelation)`` (the response's), or
+    None (stay single-rate)."""
     sp = cfg.spiir
     base = filter_levels(filt.a, cfg.sample_rate, cfg.f_low, sp.multirate_safety)
     decay = -1.0 / np.log(np.abs(filt.a))  # samples per e-folding
@@ -110,11 +124,11 @@ def _multirate(filt, target: Target, cfg: BankConfig):
         tried.add(level.tobytes())
         a, b, d = to_rate(filt.a, filt.b, filt.d, level)
         response, start = effective_response(a, b, d, level)
-        scale = np.sqrt(2.0 / np.sum(np.abs(response) ** 2))  # normalised on the response it really has
-        b, response = b * scale, response * scale
-        ov, lag = target.overlap(response, lead=start)
+        energy = np.sum(np.abs(response) ** 2)
+        b = b * np.sqrt(2.0 / energy)  # normalised on the response it really has (overlaps do not depend on it)
+        ov, lag, autocorr = target.match(response, lead=start, lags=sp.autocorrelation_lags, energy=energy)
         if ov >= filt.overlap - sp.multirate_tolerance:
-            return a, b, d, level, response, ov, target.values.size - 1 + lag
+            return a, b, d, level, ov, target.values.size - 1 + lag, autocorr
     return None
 
 
