@@ -145,6 +145,17 @@ def test_bank_files_are_read_by_the_same_reader(tmp_path, capsys):
         load_bank_config(ROOT / "configs/banks/bns.yaml", ["f_low=3000"])
 
 
+def test_placement_stopped_by_its_cap_is_refused(tmp_path, capsys):
+    """A stochastic placement that reaches ``placement.max_templates`` has not covered its region
+    (bbh-small needs 37 templates): refused, naming the cap, and no bank file is written."""
+    out = tmp_path / "b.h5"
+    code = main(["bank", "place", str(ROOT / "configs/banks/bbh-small.yaml"), "--set", "placement.max_templates=10",
+                 "--out", str(out)])
+    refused(code, capsys.readouterr().err, "bank bbh-small: placement reached placement.max_templates = 10 before the "
+            "region was covered", "raise placement.max_templates")
+    assert not out.exists()
+
+
 # ------------------------------------------------------------------------------------------------
 # Finding 12: input that took minutes, gigabytes or gave a traceback
 

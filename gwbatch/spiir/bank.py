@@ -158,6 +158,10 @@ def place(cfg: BankConfig, psd: PSD, templates_from_file: list[Template] | None 
                                           max_templates=pl.max_templates)
     except ValueError as exc:
         raise ConfigError(f"bank {cfg.name}: {exc}") from None
+    if pl.method == "stochastic" and len(points) >= pl.max_templates:
+        raise ConfigError(f"bank {cfg.name}: placement reached placement.max_templates = {pl.max_templates} before "
+                          "the region was covered; raise placement.max_templates (at most 1000000) or narrow the "
+                          "mass and spin ranges")
     return space.templates(points)
 
 

@@ -191,6 +191,24 @@ class Metric:
         return 0.5 * (c - b.T @ np.linalg.solve(a, b))
 
 
+def regularised(g: np.ndarray, radius2: float, extent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The metric ``g`` made positive definite, and the half-widths of the bounding box of its
+    exclusion ellipsoid ``dq g dq < radius2`` (at most ``extent`` per axis).
+
+    The finite-difference Fisher matrix of an aligned-spin region is nearly singular (the phase
+    depends on the spins mostly through one combination with the masses): its smallest eigenvalues
+    are rounding noise of either sign, and its inverse's diagonal may come out negative.  Each
+    eigenvalue is raised to at least ``radius2 / |extent|^2``, the value at which the ellipsoid
+    spans the whole box along that direction; nothing inside the box is changed by more.  A metric
+    whose eigenvalues are all above that is returned as it is."""
+    w, v = np.linalg.eigh(0.5 * (g + g.T))
+    floor = radius2 / float(np.sum(extent**2))
+    if w.min() >= floor:  # well conditioned: as it is
+        return g, np.minimum(np.sqrt(radius2 * np.diag(np.linalg.inv(g))), extent)
+    w = np.maximum(w, floor)
+    return (v * w) @ v.T, np.minimum(np.sqrt(radius2 * (v**2 @ (1.0 / w))), extent)
+
+
 def stochastic_placement(space: Space, metric: Metric, minimal_match: float, *, seed: int = 0,
                          patience: int = 2000, max_templates: int = 100_000, initial: np.ndarray | None = None) -> np.ndarray:
     """Template points ``(n, dims)``; see the module docstring.
@@ -203,8 +221,8 @@ def stochastic_placement(space: Space, metric: Metric, minimal_match: float, *, 
     dims = space.dims
     lo, hi, centre = space.box()
     radius2 = 1.0 - minimal_match
-    cell = np.sqrt(radius2 * np.diag(np.linalg.inv(metric.at(*centre))))  # ellipsoid half-widths at the centre
-    cell = np.minimum(cell, np.maximum(hi - lo, 1e-300))  # a nearly free direction: one bin across the box
+    extent = np.maximum(hi - lo, 1e-300)
+    cell = regularised(metric.at(*centre), radius2, extent)[1]  # ellipsoid half-widths at the centre
     bins: dict[tuple[int, ...], list[int]] = {}
     kept = np.zeros((0, dims))
     count = 0
@@ -243,8 +261,8 @@ def stochastic_placement(space: Space, metric: Metric, minimal_match: float, *, 
             key = np.floor((p - lo) / cell).astype(int)
             coarse = tuple(key // 4)
             if coarse not in local:
-                g = metric.at(*p)
-                local[coarse] = (g, np.ceil(np.sqrt(radius2 * np.diag(np.linalg.inv(g))) / cell).astype(int))
+                g, widths = regularised(metric.at(*p), radius2, extent)
+                local[coarse] = (g, np.ceil(widths / cell).astype(int))
             g, reach = local[coarse]
             near = neighbours(key, reach)
             if near:
