@@ -40,6 +40,24 @@ def match(a, b):
     return np.abs(c).max() * n / np.sqrt(np.sum(np.abs(a) ** 2 * W) * np.sum(np.abs(b) ** 2 * W))
 
 
+def nearest_fitting_factors(space, bank, metric_at, n: int, seed: int) -> np.ndarray:
+    """Exact matches of ``n`` random points of ``space`` with the best of their 12 nearest templates
+    of ``bank`` under the metric ``metric_at(*point)``."""
+    rng = np.random.default_rng(seed)
+    lo, hi, _ = space.box()
+    ff = []
+    while len(ff) < n:
+        p = lo + (hi - lo) * rng.random(space.dims)
+        if not space.contains(p):
+            continue
+        g = metric_at(*p)
+        dq = bank - p
+        nearest = np.argsort(np.einsum("ni,ij,nj->n", dq, g, dq))[:12]
+        h = waveform(*map(float, space.parameters(p)))
+        ff.append(max(match(waveform(*map(float, space.parameters(bank[i]))), h) for i in nearest))
+    return np.array(ff)
+
+
 @pytest.fixture(scope="module")
 def metric():
     return Metric("TaylorF2", F, PSD, F_LOW, Space(REGION, F_LOW))
@@ -109,19 +127,7 @@ def test_aligned_spin_bank_covers_the_region():
     assert space.dims == 3 and space.contains(bank).all() and 30 < len(bank) < 1000
     spins = space.parameters(bank)[2]
     assert spins.min() < -0.08 and spins.max() > 0.08  # the spin range is used
-    rng = np.random.default_rng(4)
-    lo, hi, _ = space.box()
-    ff = []
-    while len(ff) < 30:
-        p = lo + (hi - lo) * rng.random(3)
-        if not space.contains(p):
-            continue
-        g = metric.at(*p)
-        dq = bank - p
-        nearest = np.argsort(np.einsum("ni,ij,nj->n", dq, g, dq))[:12]
-        h = waveform(*map(float, space.parameters(p)))
-        ff.append(max(match(waveform(*map(float, space.parameters(bank[i]))), h) for i in nearest))
-    ff = np.array(ff)
+    ff = nearest_fitting_factors(space, bank, metric.at, 30, seed=4)
     assert ff.min() >= 0.96 and np.median(ff) >= 0.975, np.sort(ff)[:5]
 
 
@@ -144,25 +150,13 @@ def test_regularised_metric_of_a_free_direction():
 
 def test_two_aligned_spins_place_and_cover():
     """Both spins free (spin1z in [-0.4, 0.4], spin2z in [-0.05, 0.05]): the Fisher matrix is nearly
-    singular (its inverse's diagonal came out negative and placement failed); placed through the
-    regularised metric, 20 random points of the 4-d region match one of their 12 metric-nearest
+    singular (eigenvalues from 1e-5 to 2e3); placed through the regularised metric, 20 random points of the 4-d region match one of their 12 metric-nearest
     templates at >= 0.96 (exact matches), median >= 0.975."""
     region = Region((3.0, 3.2), (2.4, 2.5), spin1z=(-0.4, 0.4), spin2z=(-0.05, 0.05))
     space = Space(region, F_LOW)
     metric = Metric("TaylorF2", F, PSD, F_LOW, space)
     bank = stochastic_placement(space, metric, 0.97, patience=500)
     assert space.dims == 4 and space.contains(bank).all() and 10 < len(bank) < 2000
-    rng = np.random.default_rng(5)
     lo, hi, _ = space.box()
-    ff = []
-    while len(ff) < 20:
-        p = lo + (hi - lo) * rng.random(4)
-        if not space.contains(p):
-            continue
-        g = regularised(metric.at(*p), 0.03, hi - lo)[0]
-        dq = bank - p
-        nearest = np.argsort(np.einsum("ni,ij,nj->n", dq, g, dq))[:12]
-        h = waveform(*map(float, space.parameters(p)))
-        ff.append(max(match(waveform(*map(float, space.parameters(bank[i]))), h) for i in nearest))
-    ff = np.array(ff)
+    ff = nearest_fitting_factors(space, bank, lambda *p: regularised(metric.at(*p), 0.03, hi - lo)[0], 20, seed=5)
     assert ff.min() >= 0.96 and np.median(ff) >= 0.975, np.sort(ff)[:5]

@@ -110,6 +110,21 @@ __device__ __forceinline__ void reduce(float (&r)[NB], float (&i)[NB], const int
     }
 }
 
+// Samples k, k + 1 of an output row (k even, so 16-byte aligned) as one float4: added to what the row
+// holds with ``accumulate``, zero from n_valid on.
+__device__ __forceinline__ void store_pair(float2* row, const long long k, float4 v, const long long n_valid,
+                                           const int accumulate)
+{
+    float4* p = reinterpret_cast<float4*>(row + k);
+    if (accumulate) {
+        const float4 old = *p;
+        v.x += old.x; v.y += old.y; v.z += old.z; v.w += old.w;
+    }
+    if (k >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
+    if (k + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
+    __stwb(p, v);
+}
+
 template <int W>
 __device__ __forceinline__ int first_sample(const int lane)
 {
@@ -291,30 +306,15 @@ spiir_pass(const float4* __restrict__ xs, const int n4, const long long pad,
             for (int it = 0; it < SLOTS / 4; ++it) {
                 const int s = 4 * it + (lane >> 3), pair = 2 * (lane & 7);
                 const int r = __shfl_sync(FULL, row, s * W);
-                float4 v = tile[s * PITCH + (lane & 7)];
+                const float4 v = tile[s * PITCH + (lane & 7)];
                 if (r < 0) continue;
-                float4* p = reinterpret_cast<float4*>(out + (long long)r * out_stride + k0 + pair);
-                if (accumulate) {
-                    const float4 old = *p;
-                    v.x += old.x; v.y += old.y; v.z += old.z; v.w += old.w;
-                }
-                if (k0 + pair >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
-                if (k0 + pair + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
-                __stwb(p, v);
+                store_pair(out + (long long)r * out_stride, k0 + pair, v, n_valid, accumulate);
             }
             __syncwarp();
         } else {
 #pragma unroll
             for (int j = 0; j < P; j += 2) {
-                float4 v = make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]);
-                float4* p = reinterpret_cast<float4*>(dst + k + j);
-                if (accumulate) {
-                    const float4 old = *p;
-                    v.x += old.x; v.y += old.y; v.z += old.z; v.w += old.w;
-                }
-                if (k + j >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
-                if (k + j + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
-                __stwb(p, v);
+                store_pair(dst, k + j, make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]), n_valid, accumulate);
             }
         }
     }
