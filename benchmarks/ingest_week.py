@@ -7,7 +7,9 @@ one file that overlaps the one before it by ``--overlap`` s with the same sample
 such frames (127 GB) is more than the disk of the machines here, so the files are made and
 ingested in batches of ``--batch-files`` (about a day): the first batch creates the store
 (``ingest frames``), each later one extends it (``ingest frames --append``), and a batch's
-frames are deleted once ingested.  Only ingest is timed (generation is reported apart).
+frames are deleted once ingested.  Only ingest is timed (generation is reported apart).  On a
+machine with the disk for all of them, ``--pregenerate`` makes every batch's frames first, with
+all cores, so that no generation competes with the timed ingest.
 
 Checks, on the finished store (noise is seeded per second, so any stretch is made again):
 
@@ -20,6 +22,7 @@ Checks, on the finished store (noise is seeded per second, so any stretch is mad
   and the DQ ``DATA`` bit is clear exactly over the gaps' seconds.
 
     python benchmarks/ingest_week.py --days 7 --workers 16 --backend cupy --dir /tmp/week --out week.json
+    python benchmarks/ingest_week.py --days 7 --workers 64 --backend cupy --pregenerate --out week.json
 """
 
 from __future__ import annotations
@@ -168,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--overlap", type=int, default=16)
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--check-seconds", type=int, default=8)
+    ap.add_argument("--generate-workers", type=int, default=None, help="processes writing frames (default --workers)")
+    ap.add_argument("--pregenerate", action="store_true",
+                    help="write every batch's frames before the first ingest (needs the disk for the whole span)")
     ap.add_argument("--backend", choices=("numpy", "cupy"), default="numpy", help="where the resampling filter runs")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gwbatch-week"))
     ap.add_argument("--out", type=Path, help="write the figures as JSON here (also after each batch)")
@@ -193,11 +199,24 @@ def main(argv: list[str] | None = None) -> None:
         if args.out:
             args.out.write_text(json.dumps(result, indent=1))
 
-    for k, batch in enumerate(batches):
+    def generate(batch: list[int]) -> tuple[list[str], float]:
         t = time.perf_counter()
-        with ProcessPoolExecutor(args.workers) as pool:
+        with ProcessPoolExecutor(args.generate_workers or args.workers) as pool:
             paths = list(pool.map(write_file, [str(frames)] * len(batch), *zip(*(files[i] for i in batch))))
-        made = time.perf_counter() - t
+        return paths, time.perf_counter() - t
+
+    made_ahead = None
+    if args.pregenerate:
+        need = sum(d for _, d in files) * sum(RATES.values()) * 4
+        if need > 0.9 * free:
+            raise SystemExit(f"--pregenerate needs about {need / 1e9:.0f} GB of frames; {free / 1e9:.0f} GB free in {args.dir}")
+        paths, made = generate([i for b in batches for i in b])
+        result["pregenerate_s"] = made
+        print(json.dumps({"pregenerated_files": len(paths), "generate_s": made}), flush=True)
+        made_ahead = iter([(paths[sum(map(len, batches[:k])):][:len(b)], 0.0) for k, b in enumerate(batches)])
+
+    for k, batch in enumerate(batches):
+        paths, made = next(made_ahead) if made_ahead else generate(batch)
         size = sum(Path(p).stat().st_size for p in paths)
         t = time.perf_counter()
         summary = ingest_channels(paths, CHANNELS, store, sample_rate=FS, append=k > 0, workers=args.workers,
@@ -217,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     total_s = sum(b["ingest_s"] for b in result["batches"])
     result.update({"frame_gb": total_bytes / 1e9, "ingest_s": total_s, "mb_per_s": total_bytes / 1e6 / total_s,
                    "data_s_per_s": sum(d for _, d in files) / total_s,
-                   "generate_s": sum(b["generate_s"] for b in result["batches"])})
+                   "generate_s": result.get("pregenerate_s", sum(b["generate_s"] for b in result["batches"]))})
     t = time.perf_counter()
     # the GPU's filter equals the CPU's to float32 rounding, not bit for bit
     result["checks"] = checks(store, files, gaps, seams, overlap_at, args.check_seconds,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import time
 from types import ModuleType
@@ -85,6 +86,22 @@ def array_namespace(*arrays: Any) -> ModuleType:
     if len(kinds) > 1:
         raise TypeError("mixed NumPy and CuPy arrays; move them to one device first")
     return cp if kinds == {"cupy"} else np
+
+
+@functools.cache
+def process_device() -> int:
+    """The CUDA device this process works on when it sees several and no scheduler chose one
+    (CPU worker processes that share a host's GPUs, as ``gwbatch ingest --backend cupy`` runs):
+    the Dask worker's number, or else the process id, modulo the devices visible.  dask-cuda's
+    workers each see one device, so theirs is always 0."""
+    n = _cupy().cuda.runtime.getDeviceCount()
+    try:
+        from distributed import get_worker
+
+        key = int(get_worker().name)
+    except (ImportError, ValueError, TypeError):  # not in a worker, or a worker with a non-numeric name
+        key = os.getpid()
+    return key % n
 
 
 def to_host(a: Any) -> np.ndarray:

@@ -106,3 +106,25 @@ def test_a_gpu_worker_runs_two_tasks_and_a_cpu_worker_one():
     assert tasks_per_worker(ClusterConfig(kind="local"), "local") == 1
     assert tasks_per_worker(ClusterConfig(kind="local-cuda", threads_per_worker=3), "local-cuda") == 3
     assert tasks_per_worker(ClusterConfig(kind="auto", threads_per_worker=1), "local-cuda") == 1
+
+
+def test_cpu_workers_share_several_gpus_by_worker_number(monkeypatch):
+    """``process_device``: a CPU worker process that sees several GPUs (ingest's resampling) takes
+    ``worker number mod GPUs``, so a four-GPU host gets a quarter of the workers on each; outside
+    a worker, the process id decides."""
+    import os
+    from types import SimpleNamespace
+
+    from distributed import Client, LocalCluster
+
+    from gwbatch import _xp
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(getDeviceCount=lambda: 4)))
+    monkeypatch.setattr(_xp, "_cupy", lambda: fake)
+    choose = _xp.process_device.__wrapped__  # the uncached choice: the threads below share one process
+    assert choose() == os.getpid() % 4
+    with LocalCluster(n_workers=6, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        names = {addr: w["name"] for addr, w in client.scheduler_info()["workers"].items()}
+        got = {names[addr]: client.submit(choose, workers=[addr], pure=False).result() for addr in names}
+    assert got == {k: k % 4 for k in range(6)}
