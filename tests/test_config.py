@@ -122,6 +122,30 @@ def test_every_bank_config_loads(path):
     assert cfg.mass1 and cfg.mass2 and cfg.f_low > 0
 
 
+def test_shipped_bank_points_lie_in_their_region():
+    """A bank config that ships its placed points (``file:``, a path from the repository root) names
+    a file that is there, and every point lies in the config's mass and spin ranges."""
+    import os
+
+    from gwbatch.config import load_bank_config
+    from gwbatch.io.banks import read_bank_file
+
+    root = Path(__file__).parent.parent
+    shipped = {}
+    for path in sorted((root / "configs" / "banks").glob("*.yaml")):
+        cfg = load_bank_config(path)
+        if cfg.file is not None:
+            assert (root / cfg.file).is_file(), f"{path.name}: {cfg.file} is missing"
+            shipped[cfg.name] = (cfg, read_bank_file(root / cfg.file))
+    assert len(shipped["bns-nsbh"][1]) == 38928
+    for name, (cfg, templates) in shipped.items():
+        for key, values in (("mass1", [t.mass1 for t in templates]), ("mass2", [t.mass2 for t in templates]),
+                            ("spin1z", [t.spin1z for t in templates]), ("spin2z", [t.spin2z for t in templates])):
+            lo, hi = getattr(cfg, key)
+            assert lo <= min(values) and max(values) <= hi, (name, key, min(values), max(values))
+    assert os.path.getsize(root / shipped["bns-nsbh"][0].file) < 2 * 2**20  # the points, not a built bank
+
+
 def test_spiir_needs_whitening_and_a_known_psd(tmp_path):
     spiir = "name: t\ndata:\n  store: data/x.zarr\nsearch:\n  kind: spiir\n  bank: configs/banks/bbh.yaml\n"
     with pytest.raises(ConfigError, match="set conditioning.whiten: true"):

@@ -296,3 +296,34 @@ def test_cbc_injections_from_simulate_are_found(bank_file, tmp_path):
         ratio = found[f"found_snr_{ifo}"] / found[f"injected_snr_{ifo}"]
         assert abs(np.median(ratio) - 1) < 0.1 and ratio.between(0.6, 1.4).all()  # noise: +-1 in SNR
         assert (np.abs(found[f"dt_{ifo}"]) <= 0.005).all()  # measured: |dt| <= 3.4 ms, centred on 0
+
+
+def test_bank_templates_built_longest_first_and_packed_in_placement_order(bank_file):
+    """``build_bank`` hands the map its batches longest template first (chirp time from
+    ``f_low - 2 Hz``) and packs the built templates back in placement order: each row is the
+    template placed there, with the filters a build of that template alone gives."""
+    from gwbatch.conditioning.psd import design
+    from gwbatch.config import load_bank_config
+    from gwbatch.spiir.bank import build_template, place, template_duration
+    from gwbatch.spiir.cache import build_bank, in_process
+
+    cfg = load_bank_config(bank_file)
+    psd = design("aLIGO", sample_rate=cfg.sample_rate)
+    templates = place(cfg, psd)
+    assert len(templates) > 8  # several batches
+    handed = []
+
+    def recording(fn, args, items, **kw):
+        handed.extend(items)
+        yield from reversed(list(in_process(fn, args, items, **kw)))  # results in any order
+
+    bank, _ = build_bank(cfg, psd, parallel=recording, templates=templates)
+    durations = [template_duration(t, cfg) for _, batch in handed for t in batch]
+    assert durations == sorted(durations, reverse=True)
+    assert durations != [template_duration(t, cfg) for t in templates]  # the order was changed
+    assert np.array_equal(bank.mass1, [t.mass1 for t in templates])
+    assert np.array_equal(bank.mass2, [t.mass2 for t in templates])
+    for i in (0, len(templates) // 2, len(templates) - 1):
+        alone = build_template(templates[i], cfg, psd)
+        assert bank.n_filters[i] == alone.a.size
+        assert np.allclose(bank.a[i, : alone.a.size], alone.a, rtol=1e-6, atol=0)

@@ -25,7 +25,8 @@ from workflow.rundir import BANKS, no_link
 @contextlib.contextmanager
 def cpu_workers(cluster_cfg, progress: bool = True) -> Iterator[Callable]:
     """``parallel(fn, args, items, *, desc, failure)``: yields ``fn(*args, item)`` for every item as
-    it completes on CPU workers, started on first use (a task that raises is ``failure(item, exc)``)."""
+    it completes on CPU workers, started on first use, the items started in the order given (a
+    task that raises is ``failure(item, exc)``)."""
     with contextlib.ExitStack() as stack:
         cluster = None
 
@@ -34,7 +35,8 @@ def cpu_workers(cluster_cfg, progress: bool = True) -> Iterator[Callable]:
             if cluster is None:
                 cluster = stack.enter_context(start_cluster(cpu_cluster_config(cluster_cfg), "numpy", len(items)))
             token = uuid.uuid4().hex[:8]
-            calls = [Call(f"{desc}-{token}-{k}", fn, (*args, item), item) for k, item in zip(itertools.count(), items)]
+            calls = [Call(f"{desc}-{token}-{k}", fn, (*args, item), item, priority=-k)
+                     for k, item in zip(itertools.count(), items)]
             for _, result in run_calls(cluster, calls, failure=lambda call, exc: failure(call.item, exc), desc=desc,
                                        progress=progress):
                 yield result

@@ -60,10 +60,15 @@ class BuiltTemplate:
     autocorr: np.ndarray  # R(s), s = -m..m
 
 
+def template_duration(template: Template, cfg: BankConfig) -> float:
+    """Seconds the template lasts from ``f_low - 2 Hz``, plus 2 s for the merger and ringdown: its
+    length, and what its construction costs grows with."""
+    return chirp_time(template.mass1, template.mass2, max(cfg.f_low - 2.0, 5.0)) + 2.0
+
+
 def frequency_grid(template: Template, cfg: BankConfig) -> tuple[int, float]:
     """``(n, delta_f)``: a power-of-two length holding the template from ``f_low - 2 Hz`` twice over."""
-    duration = chirp_time(template.mass1, template.mass2, max(cfg.f_low - 2.0, 5.0)) + 2.0
-    n = 1 << int(np.ceil(np.log2(2.0 * duration * cfg.sample_rate)))
+    n = 1 << int(np.ceil(np.log2(2.0 * template_duration(template, cfg) * cfg.sample_rate)))
     return n, cfg.sample_rate / n
 
 

@@ -28,7 +28,7 @@ from gwbatch.config import BankConfig
 from gwbatch.errors import GwbatchError
 from gwbatch.io.banks import load_bank, read_bank_file, read_bank_psd, save_bank
 from gwbatch.io.span import read_span
-from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place
+from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place, template_duration
 from gwbatch.waveforms import Template
 
 log = logging.getLogger("gwbatch")
@@ -109,7 +109,7 @@ def _build_batch(cfg: BankConfig, psd: psd_mod.PSD, item: tuple[int, list]):
 
 
 def in_process(fn: Callable, args: tuple, items: list, *, desc: str, failure: Callable):
-    """``fn(*args, item)`` for each item in this process (the default map of :func:`build_bank`)."""
+    """``fn(*args, item)`` for each item in this process, in order (the default map of :func:`build_bank`)."""
     for item in items:
         try:
             yield fn(*args, item)
@@ -132,7 +132,10 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, parallel: Callable = in_pro
         log.info("bank %s: cached at %s", cfg.name, path)
         return load_bank(path), path
     log.info("bank %s: building %d templates for %s", cfg.name, len(templates), psd.source)
-    items = [(k, templates[i : i + BATCH]) for k, i in enumerate(range(0, len(templates), BATCH))]
+    # Longest first (the map runs items in the order given): a bank's templates differ twentyfold in
+    # cost, and in placement order a long batch started last kept one worker busy while the rest idled.
+    order = sorted(range(len(templates)), key=lambda i: -template_duration(templates[i], cfg))
+    items = [(k, [templates[i] for i in order[j: j + BATCH]]) for k, j in enumerate(range(0, len(order), BATCH))]
 
     def failure(item, exc):
         t = item[1][0]
@@ -141,7 +144,11 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, parallel: Callable = in_pro
 
     began = time.monotonic()
     done = dict(parallel(_build_batch, (cfg, psd), items, desc="templates", failure=failure))
-    bank = pack([bt for k in sorted(done) for bt in done[k]], cfg, psd, templates)
+    built = [None] * len(templates)
+    for k, batch in done.items():
+        for i, bt in zip(order[k * BATCH: (k + 1) * BATCH], batch):
+            built[i] = bt
+    bank = pack(built, cfg, psd, templates)
     log.info("bank %s: built %d templates in %.1f s", cfg.name, len(templates), time.monotonic() - began)
     if path is not None:
         save_bank(bank, path)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import scipy.fft
+import scipy.linalg
 
 from gwbatch.errors import DataError
 
@@ -511,7 +512,12 @@ def least_squares_b(a: np.ndarray, d: np.ndarray, target: np.ndarray) -> np.ndar
     a = np.asarray(a, dtype=np.complex128)
     d = np.asarray(d, dtype=np.int64)
     rhs = _backward_sums(a, d, tail_lengths(a), np.ascontiguousarray(target, dtype=np.complex128))
-    return np.linalg.solve(_gram(a, d), rhs)
+    gram = _gram(a, d)
+    try:  # G is a Gram matrix, Hermitian positive definite: Cholesky, half the work of LU
+        return scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram, lower=True, check_finite=False), rhs,
+                                      check_finite=False)
+    except np.linalg.LinAlgError:  # numerically semi-definite (nearly dependent responses)
+        return np.linalg.solve(gram, rhs)
 
 
 def normalise(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
