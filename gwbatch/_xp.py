@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
 import time
 from types import ModuleType
@@ -88,20 +87,14 @@ def array_namespace(*arrays: Any) -> ModuleType:
     return cp if kinds == {"cupy"} else np
 
 
-@functools.cache
-def process_device() -> int:
-    """The CUDA device this process works on when it sees several and no scheduler chose one
-    (CPU worker processes that share a host's GPUs, as ``gwbatch ingest --backend cupy`` runs):
-    the Dask worker's number, or else the process id, modulo the devices visible.  dask-cuda's
-    workers each see one device, so theirs is always 0."""
-    n = _cupy().cuda.runtime.getDeviceCount()
-    try:
-        from distributed import get_worker
-
-        key = int(get_worker().name)
-    except (ImportError, ValueError, TypeError):  # not in a worker, or a worker with a non-numeric name
-        key = os.getpid()
-    return key % n
+@contextlib.contextmanager
+def shared_device(key: int) -> Iterator[None]:
+    """Make GPU ``key`` modulo the GPUs visible current in this thread for the block: CPU worker
+    processes that share a host's GPUs (``gwbatch ingest --backend cupy``) spread over them by their
+    worker number.  dask-cuda's workers each see one GPU, so for them it is always that one."""
+    cp = _cupy()
+    with cp.cuda.Device(key % cp.cuda.runtime.getDeviceCount()):
+        yield
 
 
 def to_host(a: Any) -> np.ndarray:

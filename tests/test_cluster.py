@@ -109,22 +109,38 @@ def test_a_gpu_worker_runs_two_tasks_and_a_cpu_worker_one():
 
 
 def test_cpu_workers_share_several_gpus_by_worker_number(monkeypatch):
-    """``process_device``: a CPU worker process that sees several GPUs (ingest's resampling) takes
-    ``worker number mod GPUs``, so a four-GPU host gets a quarter of the workers on each; outside
-    a worker, the process id decides."""
-    import os
+    """Ingest's block task (``workflow.ingest.write_block``) with ``--backend cupy`` resamples on GPU
+    ``worker number mod GPUs``: on six in-process workers of a local cluster and a host of four
+    (fake) GPUs, worker k works on GPU k mod 4; outside a worker, on GPU 0."""
+    import threading
     from types import SimpleNamespace
 
     from distributed import Client, LocalCluster
 
+    import workflow.ingest as ingest
     from gwbatch import _xp
 
-    fake = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(getDeviceCount=lambda: 4)))
+    current = threading.local()
+
+    class Device:
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            current.index = self.index
+
+        def __exit__(self, *exc):
+            current.index = None
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(Device=Device, runtime=SimpleNamespace(getDeviceCount=lambda: 4)))
     monkeypatch.setattr(_xp, "_cupy", lambda: fake)
-    choose = _xp.process_device.__wrapped__  # the uncached choice: the threads below share one process
-    assert choose() == os.getpid() % 4
+    monkeypatch.setattr(ingest, "ingest_block", lambda plan, *args: getattr(current, "index", None))
+    plan = SimpleNamespace(backend="cupy")
+    assert ingest.write_block(plan) == 0
+    assert ingest.write_block(SimpleNamespace(backend="numpy")) is None  # the CPU filter chooses no GPU
     with LocalCluster(n_workers=6, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         names = {addr: w["name"] for addr, w in client.scheduler_info()["workers"].items()}
-        got = {names[addr]: client.submit(choose, workers=[addr], pure=False).result() for addr in names}
+        got = {names[addr]: client.submit(ingest.write_block, plan, workers=[addr], pure=False).result()
+               for addr in names}
     assert got == {k: k % 4 for k in range(6)}

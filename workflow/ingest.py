@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from gwbatch import __version__
-from gwbatch._xp import resolve_backend
+from gwbatch._xp import resolve_backend, shared_device
 from gwbatch.config import ClusterConfig
 from gwbatch.errors import ConfigError, DataError, GwbatchError, OutputError
 from gwbatch.io.channels import (IngestPlan, PieceReader, compare_overlap, ingest_block, native_tail, plan_ingest,
@@ -115,6 +115,27 @@ def _journal(path: Path) -> dict[int, list]:
     return done
 
 
+def worker_number() -> int:
+    """This Dask worker's number (a local cluster names its workers 0, 1, ...), or 0 outside a
+    worker or for a worker named otherwise."""
+    from distributed import get_worker
+
+    try:
+        return int(get_worker().name)
+    except (ValueError, TypeError):
+        return 0
+
+
+def write_block(plan: IngestPlan, *args) -> list[tuple[int, int, bytes]]:
+    """:func:`~gwbatch.io.channels.ingest_block` as a cluster task; with ``--backend cupy`` on GPU
+    ``worker number mod GPUs``, so that the CPU workers spread the resampling over all of a host's
+    GPUs instead of all using the first."""
+    if plan.backend != "cupy":
+        return ingest_block(plan, *args)
+    with shared_device(worker_number()):
+        return ingest_block(plan, *args)
+
+
 def _failure(what: str):
     def failure(call: Call, exc: BaseException) -> GwbatchError:
         return DataError(f"{what} {call.key}: {type(exc).__name__}: {exc}")
@@ -186,7 +207,7 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
                 carried = writer.carry_chunks(base_meta, {(b.row, c) for b in plan.blocks for c in range(b.first, b.stop)})
                 log.info("extending %s: %d chunks kept as they are", out, carried)
             todo = [b for b in plan.blocks if b.index not in done]
-            calls = [Call(f"{b.ifo}-chunks-{b.first}-{b.stop}", ingest_block,
+            calls = [Call(f"{b.ifo}-chunks-{b.first}-{b.stop}", write_block,
                           (plan, b, writer.strain_path, reader, base_meta), b, priority=b.stop - b.first)
                      for b in todo]
             with open(writer.partial / JOURNAL, "a") as journal:

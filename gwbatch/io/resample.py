@@ -74,7 +74,7 @@ class Resampler:
 
     @functools.cached_property
     def _device_taps(self):
-        """The taps on this process's GPU, copied once per resampler (80145 of them from 20000 Hz)."""
+        """The taps on the current GPU, copied once per resampler (80145 of them from 20000 Hz)."""
         from gwbatch._xp import get_xp
 
         return get_xp("cupy").asarray(self.taps)
@@ -105,12 +105,11 @@ class Resampler:
         if backend == "cupy":
             from cupyx.scipy.signal import resample_poly as resample_poly_gpu
 
-            from gwbatch._xp import get_xp, process_device
+            from gwbatch._xp import get_xp
 
             cp = get_xp("cupy")
-            with cp.cuda.Device(process_device()):
-                y = cp.asnumpy(resample_poly_gpu(cp.asarray(x, dtype=cp.float64), self.up, self.down,
-                                                 window=self._device_taps))
+            y = cp.asnumpy(resample_poly_gpu(cp.asarray(x, dtype=cp.float64), self.up, self.down,
+                                             window=self._device_taps))
         else:
             y = resample_poly(np.asarray(x, dtype=np.float64), self.up, self.down, window=self.taps)
         trim = self.out_samples(self.halo)

@@ -72,6 +72,23 @@ def frequency_grid(template: Template, cfg: BankConfig) -> tuple[int, float]:
     return n, cfg.sample_rate / n
 
 
+#: Where a TaylorF2 template's taper may end at the latest, as a fraction of the Nyquist frequency.
+F_END_NYQUIST = 0.95
+
+
+def taper_end(template: Template, cfg: BankConfig) -> float | None:
+    """Where the template's spectrum is tapered to zero (:func:`~gwbatch.spiir.construct.whitened_template`'s
+    ``f_end``): TaylorF2 stops at the innermost stable circular orbit, but no later than
+    :data:`F_END_NYQUIST` of the Nyquist frequency.  A template whose frequency reaches Nyquist
+    advances its phase by nearly pi a sample, where the walk's unwrapped phase is ambiguous: light
+    binaries at 4096 Hz (total mass below 2.15 M_sun) then got 1000-5400 filters and overlaps down
+    to 0.971 instead of ~390 filters and 0.992; the cap costs them at most 1e-4 of their SNR
+    (aLIGO design PSD).  None (no taper) for the IMR approximants, whose ringdown ends the signal."""
+    if cfg.approximant != "TaylorF2":
+        return None
+    return min(isco_frequency(template.mass1, template.mass2), F_END_NYQUIST * cfg.sample_rate / 2.0)
+
+
 def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTemplate:
     """SPIIR filters and metadata of one template for ``psd`` (pure; safe to run on any worker).
 
@@ -82,7 +99,7 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     f = np.arange(n // 2 + 1) * delta_f
     s = psd(np.maximum(f, 1.0))
     htilde = frequency_domain(cfg.approximant, template, f.size, delta_f, max(cfg.f_low - 3.0, 5.0))
-    f_end = isco_frequency(template.mass1, template.mass2) if cfg.approximant == "TaylorF2" else None
+    f_end = taper_end(template, cfg)
     white = whitened_template(htilde, s, delta_f, cfg.sample_rate, cfg.f_low, f_end)
     h = white.h
     sp = cfg.spiir
@@ -269,8 +286,9 @@ class FilterBank:
 
 
 #: Bumped whenever construction changes what a built bank holds, so cached banks are rebuilt
-#: (2: the merger is the unwhitened waveform's amplitude peak; 3: multi-rate filters).
-CONSTRUCTION_VERSION = 3
+#: (2: the merger is the unwhitened waveform's amplitude peak; 3: multi-rate filters; 4: TaylorF2's
+#: taper ends by 0.95 of the Nyquist frequency, :func:`taper_end`).
+CONSTRUCTION_VERSION = 4
 
 
 def construction_key(cfg: BankConfig, templates: list[Template]) -> str:
