@@ -205,18 +205,18 @@ def main(argv: list[str] | None = None) -> None:
             paths = list(pool.map(write_file, [str(frames)] * len(batch), *zip(*(files[i] for i in batch))))
         return paths, time.perf_counter() - t
 
-    made_ahead = None
+    made_ahead: dict[int, str] = {}  # file index -> path, with --pregenerate
     if args.pregenerate:
         need = sum(d for _, d in files) * sum(RATES.values()) * 4
         if need > 0.9 * free:
             raise SystemExit(f"--pregenerate needs about {need / 1e9:.0f} GB of frames; {free / 1e9:.0f} GB free in {args.dir}")
-        paths, made = generate([i for b in batches for i in b])
+        paths, made = generate(list(range(n_files)))
+        made_ahead = dict(enumerate(paths))
         result["pregenerate_s"] = made
         print(json.dumps({"pregenerated_files": len(paths), "generate_s": made}), flush=True)
-        made_ahead = iter([(paths[sum(map(len, batches[:k])):][:len(b)], 0.0) for k, b in enumerate(batches)])
 
     for k, batch in enumerate(batches):
-        paths, made = next(made_ahead) if made_ahead else generate(batch)
+        paths, made = ([made_ahead[i] for i in batch], 0.0) if made_ahead else generate(batch)
         size = sum(Path(p).stat().st_size for p in paths)
         t = time.perf_counter()
         summary = ingest_channels(paths, CHANNELS, store, sample_rate=FS, append=k > 0, workers=args.workers,
