@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from gwbatch.background.slides import trial_livetimes
-from gwbatch.background.trials import shared_trials, trial_background
+from gwbatch.background.trials import own_trials, trial_background
 from gwbatch.config import validate_campaign
 from gwbatch.io.skymaps import read_skymap
 from gwbatch.simulate import simulate_store
@@ -115,7 +115,8 @@ def test_trial_far_inclusive_and_exclusive():
     # and L1-pivot ones around event 1
     trials = _events([0, 0, 0, 1, 1], [9.5, 12.0, 10.0, 7.0, 5.0], [1002, 998, 3000, 4000, 4100],
                      [2000, 3000, 4000, 5005, 5006], [1, 2, 3, 1, 2])
-    assert list(shared_trials(zero, trials, ("H1", "L1"), window=10)) == [2, 1]
+    links = own_trials(zero, trials, ("H1", "L1"), window=10)
+    assert sorted(zip(links["fg"], links["bg"])) == [(0, 0), (0, 1), (1, 3), (1, 4)]
     bg = trial_background(zero, trials, np.array([100.0, 100.0, 100.0, 100.0]), ifos=("H1", "L1"), step=0.1,
                           window=10)
     fg = bg.foreground

@@ -17,7 +17,10 @@ def summary_lines(summary: RunSummary) -> list[str]:
     cands = summary.reduced.candidates
     if len(cands):
         top = cands.iloc[0]
-        lines.append(f"  most significant: GPS {top['gps_time']:.4f} {top['ifos']} snr {top['snr']:.2f} ifar {top['ifar_years']:.3g} yr")
+        kind = top.get("far_kind")
+        ifar = f"ifar {'> ' if kind == 'bound' else ''}{top['ifar_years']:.3g} yr"
+        ifar += " (extrapolated)" if kind == "extrapolated" else ""
+        lines.append(f"  most significant: GPS {top['gps_time']:.4f} {top['ifos']} snr {top['snr']:.2f} {ifar}")
     inj = summary.reduced.injections
     if inj is not None:
         analysed = inj[inj["analysed"]]

@@ -25,10 +25,12 @@ from workflow.reduce import Reduced
 
 FAR_CONVENTION = (
     "far = n_louder / T_bg over all non-zero-lag slides (inclusive: background built from triggers that also "
-    "form zero-lag candidates is kept); far_exclusive removes, per candidate, background events sharing one of "
-    "its triggers; when no background event is as loud, FAR is reported as the bound 1 / T_bg"
+    "form zero-lag candidates is kept), after hierarchical removal of zero-lag candidates louder than all "
+    "background (far_no_removal: without it); far_exclusive removes, per candidate, background events sharing "
+    "one of its triggers; when no background event is as loud, FAR is extrapolated from an exponential fit to "
+    "the background's tail (far_kind 'extrapolated', far_upper its 1-sigma upper value), else reported as the "
+    "bound 1 / T_bg (far_kind 'bound')"
 )
-
 
 
 PACKAGES = ("numpy", "scipy", "pandas", "pyarrow", "xarray", "zarr", "h5py", "pydantic", "dask", "distributed",
@@ -239,6 +241,12 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "far_convention": FAR_CONVENTION,
             "far_bound_hz": (1.0 / bg.background_time) if bg.background_time > 0 else None,
             "far_bound_per_year": (SECONDS_PER_YEAR / bg.background_time) if bg.background_time > 0 else None,
+            # the largest IFAR the background can state by counting (1 / the bound)
+            "ifar_reach_years": bg.background_time / SECONDS_PER_YEAR,
+            "far_tail": campaign.background.far_tail,
+            "tail_fit": bg.fit.summary() if bg.fit is not None else None,
+            "hierarchical_removal": campaign.background.hierarchical_removal,
+            "removed_from_background": bg.removed,
         },
         "counts": {
             "triggers": {ifo: len(df) for ifo, df in zip(plan.ifos, reduced.triggers)},

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gwbatch.background.far import far_from_counts, ifar_years, n_louder, shared_louder
+from gwbatch.background.significance import TailFit, assign_far
 from gwbatch.background.slides import coverage_time, slide_livetimes, slide_shifts
 from gwbatch.candidates.coincidence import (
     IfoTriggers,
@@ -30,6 +30,8 @@ class BackgroundResult:
     shifts: np.ndarray  # (n_slides + 1, n_ifos) seconds; row 0 is zero lag
     livetime: np.ndarray  # per slide (s); [0] is the zero-lag livetime
     method: str
+    fit: TailFit | None = None  # the background's tail fit (gwbatch.background.significance)
+    removed: int = 0  # zero-lag candidates removed hierarchically from the background
 
     @property
     def foreground_time(self) -> float:
@@ -77,8 +79,11 @@ def estimate_background(
     cluster_window: float,
     n_slides: int,
     slide_step: float,
+    tail: int = 0,
+    hierarchical: bool = False,
 ) -> BackgroundResult:
-    """Zero-lag candidates with FARs, and the slide background they are measured against."""
+    """Zero-lag candidates with FARs (:func:`gwbatch.background.significance.assign_far`; ``tail``
+    and ``hierarchical`` as there), and the slide background they are measured against."""
     n = len(triggers)
     member_cols = [f"i{k}" for k in range(n)]
     if min_ifos == 1:
@@ -93,19 +98,21 @@ def estimate_background(
     ]
     fg = events[0]
     bg = pd.concat(events[1:], ignore_index=True) if n_slides else fg.iloc[:0].copy()
-    t_bg = float(livetime[1:].sum())
-    inclusive = n_louder(bg["stat"].to_numpy(), fg["stat"].to_numpy())
-    exclusive = inclusive - shared_louder(fg, bg, member_cols)
-    fg = fg.assign(
-        n_louder=inclusive,
-        n_louder_exclusive=exclusive,
-        far=far_from_counts(inclusive, t_bg),
-        far_exclusive=far_from_counts(exclusive, t_bg),
-    )
-    fg["ifar_years"] = ifar_years(fg["far"].to_numpy())
-    fg["ifar_exclusive_years"] = ifar_years(fg["far_exclusive"].to_numpy())
+    sig = assign_far(fg["stat"].to_numpy(), bg["stat"].to_numpy(), shared_triggers(fg, bg, member_cols),
+                     float(livetime[1:].sum()), tail=tail, hierarchical=hierarchical)
+    fg = pd.concat([fg.reset_index(drop=True), sig.columns], axis=1)
     method = f"time slides: {n_slides} circular slides of {slide_step:g} s x detector position"
-    return BackgroundResult(fg, bg, shifts, livetime, method)
+    return BackgroundResult(fg, bg, shifts, livetime, method, sig.fit, sig.removed)
+
+
+def shared_triggers(fg: pd.DataFrame, bg: pd.DataFrame, member_cols: list[str]) -> pd.DataFrame:
+    """``(fg, bg)`` row pairs whose events share a member trigger (the same trigger of a detector)."""
+    links = [pd.DataFrame({"fg": np.zeros(0, np.int64), "bg": np.zeros(0, np.int64)})]
+    for col in member_cols:
+        f = pd.DataFrame({"fg": np.arange(len(fg)), col: fg[col].to_numpy()})
+        b = pd.DataFrame({"bg": np.arange(len(bg)), col: bg[col].to_numpy()})
+        links.append(f[f[col] >= 0].merge(b[b[col] >= 0], on=col)[["fg", "bg"]])
+    return pd.concat(links, ignore_index=True).drop_duplicates(ignore_index=True)
 
 
 def _single_series(triggers, segments, ring, travel, window, cluster_window) -> BackgroundResult:
@@ -116,16 +123,12 @@ def _single_series(triggers, segments, ring, travel, window, cluster_window) -> 
         keep = cluster_in_time(trig.time, trig.snr, cluster_window)
         idx = np.flatnonzero(keep)
         stat = trig.snr[idx]
-        count = n_louder(stat, stat)
+        own = pd.DataFrame({"fg": np.arange(idx.size), "bg": np.arange(idx.size)})
+        sig = assign_far(stat, stat, own, livetime[k], tail=0, hierarchical=False)
         df = pd.DataFrame({f"i{j}": (idx if j == k else np.full(idx.size, -1)) for j in range(len(triggers))})
-        df = df.assign(n_ifos=1, stat=stat, time=trig.time[idx], slide=0, n_louder=count,
-                       n_louder_exclusive=count - 1,
-                       far=far_from_counts(count, livetime[k]), far_exclusive=far_from_counts(count - 1, livetime[k]))
+        df = pd.concat([df.assign(n_ifos=1, stat=stat, time=trig.time[idx], slide=0), sig.columns], axis=1)
         frames.append(df)
     fg = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if not fg.empty:
-        fg["ifar_years"] = ifar_years(fg["far"].to_numpy())
-        fg["ifar_exclusive_years"] = ifar_years(fg["far_exclusive"].to_numpy())
     method = "single series: inclusive rate of the series' own triggers at least as loud (no time slides)"
     total = np.array([coverage_time(list(segments), 1)])
     return BackgroundResult(fg, fg.iloc[:0].copy(), np.zeros((1, len(triggers))), total, method)

@@ -16,7 +16,6 @@ triggers at least as loud in the same series over its livetime, an upper bound o
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 SECONDS_PER_YEAR = 365.25 * 86400.0
 
@@ -38,21 +37,3 @@ def ifar_years(far: np.ndarray) -> np.ndarray:
     far = np.asarray(far, dtype=np.float64)
     with np.errstate(divide="ignore"):
         return np.where(far > 0, 1.0 / (far * SECONDS_PER_YEAR), np.inf)
-
-
-def shared_louder(fg: pd.DataFrame, bg: pd.DataFrame, member_cols: list[str]) -> np.ndarray:
-    """Per foreground row: background rows at least as loud that share a member trigger with it."""
-    counts = np.zeros(len(fg), dtype=np.int64)
-    if fg.empty or bg.empty:
-        return counts
-    links = []
-    for col in member_cols:
-        f = pd.DataFrame({"fg": np.arange(len(fg)), col: fg[col].to_numpy(), "fstat": fg["stat"].to_numpy()})
-        f = f[f[col] >= 0]
-        b = pd.DataFrame({"bg": np.arange(len(bg)), col: bg[col].to_numpy(), "bstat": bg["stat"].to_numpy()})
-        b = b[b[col] >= 0]
-        links.append(f.merge(b, on=col)[["fg", "bg", "fstat", "bstat"]])
-    joined = pd.concat(links, ignore_index=True).drop_duplicates(["fg", "bg"])
-    joined = joined[joined["bstat"] >= joined["fstat"]]
-    np.add.at(counts, joined["fg"].to_numpy(), 1)
-    return counts

@@ -20,55 +20,53 @@ import numpy as np
 import pandas as pd
 
 from gwbatch.background import BackgroundResult
-from gwbatch.background.far import far_from_counts, ifar_years, n_louder
+from gwbatch.background.significance import assign_far
 from gwbatch.background.slides import slide_shifts
 from gwbatch.candidates.coincidence import cluster_in_time
 from gwbatch.gpstime import GPSTime, sample_times
 
 
-def shared_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float) -> np.ndarray:
-    """Per zero-lag event: trial events ranked at least as high whose pivot trigger is its own
-    (pivot detector ``j``, pivot sample within ``window`` samples of the event's sample in ``j``)."""
-    counts = np.zeros(len(zero_lag), dtype=np.int64)
+def own_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float) -> pd.DataFrame:
+    """``(fg, bg)`` pairs: trial events whose pivot trigger is zero-lag event ``fg``'s own (pivot
+    detector ``j``, pivot sample within ``window`` samples of the event's sample in ``j``)."""
+    pairs = [pd.DataFrame({"fg": np.zeros(0, np.int64), "bg": np.zeros(0, np.int64)})]
     if zero_lag.empty or trials.empty:
-        return counts
-    rank = zero_lag["rank"].to_numpy(np.float64)
+        return pairs[0]
+    pivot = trials["pivot"].to_numpy()
     for j, ifo in enumerate(ifos):
-        bg = trials[trials["pivot"] == j]
-        if bg.empty:
+        rows = np.flatnonzero(pivot == j)
+        if rows.size == 0:
             continue
-        order = np.argsort(bg[f"sample_{ifo}"].to_numpy(), kind="stable")
-        when = bg[f"sample_{ifo}"].to_numpy(np.float64)[order]
-        bg_rank = bg["rank"].to_numpy(np.float64)[order]
+        when = trials[f"sample_{ifo}"].to_numpy(np.float64)[rows]
+        order = np.argsort(when, kind="stable")
+        rows, when = rows[order], when[order]
         mine = zero_lag[f"sample_{ifo}"].to_numpy(np.float64)
         lo = np.searchsorted(when, mine - window, side="left")
         hi = np.searchsorted(when, mine + window, side="right")
         for i in np.flatnonzero(hi > lo):
-            counts[i] += int(np.count_nonzero(bg_rank[lo[i]:hi[i]] >= rank[i]))
-    return counts
+            pairs.append(pd.DataFrame({"fg": i, "bg": rows[lo[i]:hi[i]]}))
+    return pd.concat(pairs, ignore_index=True)
 
 
 def trial_background(zero_lag: pd.DataFrame, trials: pd.DataFrame, livetime: np.ndarray, *,
-                     ifos: tuple[str, ...], step: float, window: float) -> BackgroundResult:
-    """Zero-lag events with inclusive and exclusive FARs against the trial events.
+                     ifos: tuple[str, ...], step: float, window: float, tail: int = 0,
+                     hierarchical: bool = False) -> BackgroundResult:
+    """Zero-lag events with FARs against the trial events
+    (:func:`gwbatch.background.significance.assign_far`; ``tail`` and ``hierarchical`` as there).
 
     ``livetime``: per trial (s), ``[0]`` zero lag; ``step``: trial step (s); ``window``: the pivot
-    window (samples) for the exclusive FAR.
+    window (samples) that links a trial event to a zero-lag event's own trigger.
     """
-    t_bg = float(np.sum(livetime[1:]))
-    inclusive = n_louder(trials["rank"].to_numpy(), zero_lag["rank"].to_numpy())
-    exclusive = inclusive - shared_trials(zero_lag, trials, ifos, window)
-    fg = zero_lag.assign(
-        n_louder=inclusive, n_louder_exclusive=exclusive,
-        far=far_from_counts(inclusive, t_bg), far_exclusive=far_from_counts(exclusive, t_bg),
-    )
-    fg["ifar_years"] = ifar_years(fg["far"].to_numpy())
-    fg["ifar_exclusive_years"] = ifar_years(fg["far_exclusive"].to_numpy())
+    zero_lag = zero_lag.reset_index(drop=True)
+    sig = assign_far(zero_lag["rank"].to_numpy(), trials["rank"].to_numpy(),
+                     own_trials(zero_lag, trials, ifos, window), float(np.sum(livetime[1:])),
+                     tail=tail, hierarchical=hierarchical)
+    fg = pd.concat([zero_lag.drop(columns=[c for c in sig.columns.columns if c in zero_lag]), sig.columns], axis=1)
     n_trials = len(livetime) - 1
     shifts = slide_shifts(len(ifos), n_trials, step, np.inf) if n_trials else np.zeros((1, len(ifos)))
     method = (f"time-shifted trials: {n_trials} per chunk, detector j moved by k x {step:g} s x j in trial k, "
               f"wrapped within each chunk")
-    return BackgroundResult(fg, trials, shifts, np.asarray(livetime, dtype=np.float64), method)
+    return BackgroundResult(fg, trials, shifts, np.asarray(livetime, dtype=np.float64), method, sig.fit, sig.removed)
 
 
 def gather_chunk_events(results: list, t0: GPSTime, sample_rate: float):
@@ -91,13 +89,16 @@ def gather_chunk_events(results: list, t0: GPSTime, sample_rate: float):
 
 
 def chunk_trials_significance(results: list, *, t0: GPSTime, sample_rate: float, ifos: tuple[str, ...],
-                              reference: str, cluster_window: float, step: float, window: int):
+                              reference: str, cluster_window: float, step: float, window: int, tail: int = 0,
+                              hierarchical: bool = False):
     """Significance of a search whose chunks run their own trials: every chunk's zero-lag events,
     clustered across chunk edges on their ``reference`` column (store samples) within
     ``cluster_window`` s, with FARs against every chunk's trial events (:func:`trial_background`;
-    ``step``: the trial step, s; ``window``: the exclusive FAR's pivot window, samples).  Returns
+    ``step``: the trial step, s; ``window``: the exclusive FAR's pivot window, samples; ``tail``,
+    ``hierarchical``: :func:`gwbatch.background.significance.assign_far`'s).  Returns
     ``(BackgroundResult, trial events, skymaps)``."""
     zero, trials, skymaps, livetime = gather_chunk_events(results, t0, sample_rate)
     keep = cluster_in_time(zero[reference].to_numpy(np.float64), zero["rank"].to_numpy(), cluster_window * sample_rate)
     zero = zero[keep].reset_index(drop=True)
-    return trial_background(zero, trials, livetime, ifos=ifos, step=step, window=window), trials, skymaps
+    return (trial_background(zero, trials, livetime, ifos=ifos, step=step, window=window, tail=tail,
+                             hierarchical=hierarchical), trials, skymaps)

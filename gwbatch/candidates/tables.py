@@ -3,8 +3,11 @@
 ``candidates``: one row per zero-lag candidate.  Common columns for every search: ``search``,
 ``gps_time`` (s, the loudest member's time), ``ifos`` (comma-separated members), ``snr`` (the
 search's ranking statistic; for coincidences the quadrature sum of member SNRs), ``far`` (Hz,
-inclusive), ``ifar_years``, ``far_exclusive``, ``ifar_exclusive_years``, ``n_louder``,
-``n_louder_exclusive``; then per detector ``time_<ifo>``, ``snr_<ifo>`` and the search's own
+inclusive, after hierarchical removal), ``ifar_years``, ``far_kind`` (``counted``, ``extrapolated``
+from the background's tail fit, or ``bound``: an upper limit), ``far_upper`` (the fit's 1-sigma upper
+FAR), ``far_exclusive``, ``ifar_exclusive_years``, ``far_exclusive_kind``, ``n_louder``,
+``n_louder_exclusive``, ``far_no_removal``, ``removal_round`` (k > 0: removed from the background in
+round k; :mod:`gwbatch.background.significance`); then per detector ``time_<ifo>``, ``snr_<ifo>`` and the search's own
 fields (pulse: ``rho_<ifo>``, ``duration_<ifo>``; SPIIR: ``template``, ``chisq_<ifo>``, ``rank_<ifo>``,
 ``phase_<ifo>``), NaN where the detector is not a member.
 
@@ -17,6 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+#: The significance columns every candidate table carries (gwbatch.background.significance).
+FAR_COLUMNS = ("far", "ifar_years", "far_kind", "far_upper", "far_exclusive", "ifar_exclusive_years",
+               "far_exclusive_kind", "n_louder", "n_louder_exclusive", "far_no_removal", "removal_round")
 
 
 def _member_fields(events: pd.DataFrame, per_ifo: list[pd.DataFrame], ifos: tuple[str, ...], fields: dict[str, str]):
@@ -61,8 +68,8 @@ def candidate_table(search: str, fg: pd.DataFrame, per_ifo: list[pd.DataFrame], 
     if "template" in extra_fields:  # matched filters: every member has the same template
         tmpl = np.stack([cols[f"template_{i}"] for i in ifos], axis=1) if len(fg) else np.zeros((0, len(ifos)))
         table["template"] = np.nanmax(np.where(np.isnan(tmpl), -1, tmpl), axis=1).astype(np.int64) if len(fg) else np.zeros(0, np.int64)
-    for c in ("far", "ifar_years", "far_exclusive", "ifar_exclusive_years", "n_louder", "n_louder_exclusive"):
-        table[c] = fg[c].to_numpy() if len(fg) else np.zeros(0)
+    for c in FAR_COLUMNS:
+        table[c] = fg[c].to_numpy() if len(fg) else np.zeros(0, dtype=object if c.endswith("_kind") else np.float64)
     for name, values in cols.items():
         table[name] = values
     return table.sort_values(["far", "snr"], ascending=[True, False], kind="stable").reset_index(drop=True)
@@ -159,7 +166,7 @@ def network_candidate_table(search: str, fg: pd.DataFrame, ifos: tuple[str, ...]
     for name in fields:
         values = fg[name].to_numpy()
         table[name] = np.array(ifos, dtype=object)[values.astype(np.int64)] if name == "pivot" and len(fg) else values
-    for c in ("far", "ifar_years", "far_exclusive", "ifar_exclusive_years", "n_louder", "n_louder_exclusive"):
+    for c in FAR_COLUMNS:
         table[c] = fg[c].to_numpy()
     for name, values in cols.items():
         table[name] = values

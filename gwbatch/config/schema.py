@@ -277,6 +277,12 @@ class CoincidenceConfig(StrictModel):
 class BackgroundConfig(StrictModel):
     slides: int = Field(100, ge=0, le=100_000, description="number of time slides (zero lag excluded)")
     slide_step: float = Field(1.0, gt=0, le=86400, description="shift step (s); detector j moves by k·step·j in slide k")
+    far_tail: int = Field(100, ge=0, le=10_000_000, description=(
+        "loudest background events fitted with an exponential; a candidate louder than all background gets its "
+        "FAR extrapolated from the fit (0: no fit, such FARs are the bound 1/T_bg)"))
+    hierarchical_removal: bool = Field(True, description=(
+        "remove zero-lag candidates louder than all background, loudest first, from the background of the "
+        "quieter ones (as pycbc_add_statmap); the FAR without removal is kept as far_no_removal"))
 
 
 class PlanConfig(StrictModel):

@@ -46,18 +46,32 @@ def candidates_section(candidates: pd.DataFrame, ifos: list[str]) -> str:
     cols = [("gps_time", "GPS time", fmt_gps), ("ifos", "detectors", text), ("snr", "SNR", fmt_snr),
             ("rank", "rank", fmt_snr), ("null_snr", "null SNR", fmt_snr), ("chisq", "\u03c7\u00b2", fmt_snr),
             ("rho", "rho", fmt_snr), ("far", "FAR (Hz)", fmt_far), ("ifar_years", "IFAR (yr)", fmt_ifar),
-            ("far_exclusive", "FAR excl. (Hz)", fmt_far), ("template", "template", fmt_int),
+            ("far_kind", "FAR is", text), ("far_exclusive", "FAR excl. (Hz)", fmt_far),
+            ("template", "template", fmt_int),
             ("ra", "RA (\u00b0)", fmt_degrees), ("dec", "Dec (\u00b0)", fmt_degrees),
             ("area90", "90% area (deg\u00b2)", fmt_area)]
     cols += [(f"snr_{ifo}", f"SNR {ifo}", fmt_snr) for ifo in ifos]
     cols += [(f"chisq_{ifo}", f"\u03c7\u00b2 {ifo}", fmt_snr) for ifo in ifos]
     cols = [c for c in cols if c[0] in candidates.columns]
     top = candidates.head(MAX_CANDIDATES)
-    rows = [[str(i + 1)] + [fmt(row[key]) for key, _, fmt in cols] for i, (_, row) in enumerate(top.iterrows())]
+    rows = [[str(i + 1)] + [bounded(key, row, fmt(row[key])) for key, _, fmt in cols]
+            for i, (_, row) in enumerate(top.iterrows())]
     numeric = [True] + [key != "ifos" for key, _, _ in cols]
     shown = f"the {len(top)} most significant are listed" if n > len(top) else "all are listed"
     intro = f"<p>{n} zero-lag candidate{'s' if n != 1 else ''} in total; {shown} (most significant first).</p>"
     return section("Candidates", intro + "\n" + html_table(["#"] + [c[1] for c in cols], rows, numeric), "candidates")
+
+
+#: FAR columns and the column saying whether each is a bound (an upper limit on the FAR, a lower
+#: one on the IFAR).
+BOUND_OF = {"far": ("far_kind", "< "), "ifar_years": ("far_kind", "> "),
+            "far_exclusive": ("far_exclusive_kind", "< "), "ifar_exclusive_years": ("far_exclusive_kind", "> ")}
+
+
+def bounded(key: str, row: pd.Series, shown: str) -> str:
+    """``shown``, prefixed with "<" (FAR) or ">" (IFAR) where the row's FAR is a bound."""
+    kind_col, prefix = BOUND_OF.get(key, (None, ""))
+    return prefix + shown if kind_col is not None and row.get(kind_col) == "bound" else shown
 
 
 def chunks_section(manifest: dict, ifos: list[str]) -> str:

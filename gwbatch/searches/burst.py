@@ -244,7 +244,8 @@ class BurstSearch:
         step = settings.chunk.step / fs
         bg, lags, skymaps = chunk_trials_significance(
             reduction.results, t0=t0, sample_rate=fs, ifos=ifos, reference="geocent_sample",
-            cluster_window=settings.network.cluster_window, step=step, window=settings.chunk.cluster)
+            cluster_window=settings.network.cluster_window, step=step, window=settings.chunk.cluster,
+            tail=settings.network.far_tail, hierarchical=settings.network.hierarchical_removal)
         candidates, named = burst_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
         return Significance(bg, candidates, burst_background_table(lags, ifos, t0, fs, step), named)
 

@@ -442,7 +442,8 @@ class SpiirSearch:
         step = settings.coherent.step / fs
         bg, trials, skymaps = chunk_trials_significance(
             reduction.results, t0=t0, sample_rate=fs, ifos=ifos, reference=f"sample_{ifos[0]}",
-            cluster_window=settings.network.cluster_window, step=step, window=settings.coherent.cluster)
+            cluster_window=settings.network.cluster_window, step=step, window=settings.coherent.cluster,
+            tail=settings.network.far_tail, hierarchical=settings.network.hierarchical_removal)
         candidates, named = coherent_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
         return Significance(bg, candidates, coherent_background_table(trials, ifos, t0, fs, step), named)
 

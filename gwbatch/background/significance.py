@@ -1,0 +1,144 @@
+"""False-alarm rates of zero-lag candidates against a background: counted, extrapolated beyond the
+loudest background event by a fit to its tail, or bounded; with hierarchical removal of loud
+candidates from the background of quieter ones (ALGORITHMS.md §6; docs/decisions.md).
+
+Every search's background ends here (:func:`assign_far`): the time slides of
+:func:`gwbatch.background.estimate_background` and the per-chunk trials of
+:mod:`gwbatch.background.trials` differ only in how a background event is *linked* to a candidate
+(it shares one of the candidate's triggers), which they pass as ``links``.
+
+- **Counted**: ``FAR = N / T_bg``, ``N`` the background events ranked at least as high.
+- **Extrapolated** (``N = 0``): the loudest ``tail`` background events above the next one's
+  statistic ``x0`` are fitted with an exponential, ``N(>= x) = n exp(-alpha (x - x0))``, ``alpha`` by
+  maximum likelihood (``n / sum(x_i - x0)``, standard error ``alpha / sqrt(n)``), the form PyCBC's
+  trigger fits use; ``FAR = N(>= x) / T_bg``, never above the bound ``1 / T_bg``; ``far_upper`` is
+  the fit with ``alpha`` one standard error lower.  Gaussian-noise statistics fall faster than an
+  exponential, so the extrapolation overstates their FAR (conservative).
+- **Bound**: no background event is as loud and no fit is possible (fewer than
+  :data:`MIN_TAIL_EVENTS` background events, or fitting off): ``FAR = 1 / T_bg`` is an upper limit,
+  reported as such (``far_kind``).
+
+**Hierarchical removal** (as ``pycbc_add_statmap`` does): while the loudest remaining zero-lag
+candidate is louder than every remaining background event, it is marked (``removal_round``) and
+every background event linked to it is removed from the background of all candidates (the tail fit
+included).  ``far`` is the FAR after removal; ``far_no_removal`` the inclusive FAR against the whole
+background.  The livetime is not reduced for the removed events (their triggers' windows are a
+negligible part of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gwbatch.background.far import ifar_years
+
+#: Fewest background events a tail fit uses; with fewer, FARs beyond the background are bounds.
+MIN_TAIL_EVENTS = 10
+
+FAR_KINDS = ("counted", "extrapolated", "bound")
+
+
+@dataclass(frozen=True)
+class TailFit:
+    """``N(>= x) = count * exp(-slope (x - threshold))`` for ``x >= threshold``."""
+
+    threshold: float  # statistic of the loudest background event not in the fit
+    count: int  # background events above the threshold (those fitted)
+    slope: float  # maximum-likelihood exponential slope
+    slope_error: float  # its standard error, slope / sqrt(count)
+
+    def n_louder(self, stat, slope: float | None = None) -> np.ndarray:
+        slope = self.slope if slope is None else slope
+        return self.count * np.exp(-slope * (np.asarray(stat, dtype=np.float64) - self.threshold))
+
+    def summary(self) -> dict:
+        return {"threshold": self.threshold, "events": self.count, "slope": self.slope,
+                "slope_error": self.slope_error}
+
+
+def fit_tail(background: np.ndarray, tail: int) -> TailFit | None:
+    """The exponential fit to the loudest ``tail`` values of ``background`` (all but the quietest
+    when there are fewer), or None with fewer than :data:`MIN_TAIL_EVENTS` to fit."""
+    values = np.sort(np.asarray(background, dtype=np.float64))[::-1]
+    n = min(tail, values.size - 1)
+    if tail <= 0 or n < MIN_TAIL_EVENTS:
+        return None
+    threshold = values[n]
+    excess = values[:n] - threshold
+    if not np.sum(excess) > 0:
+        return None
+    slope = n / float(np.sum(excess))
+    return TailFit(float(threshold), int(n), slope, slope / np.sqrt(n))
+
+
+@dataclass(frozen=True)
+class FarResult:
+    """Per candidate FAR columns (:func:`assign_far`) and what they came from."""
+
+    columns: pd.DataFrame
+    fit: TailFit | None
+    removed: int  # candidates removed hierarchically from the background
+
+
+def _louder(background: np.ndarray, stat: np.ndarray) -> np.ndarray:
+    bg = np.sort(background)
+    return bg.size - np.searchsorted(bg, stat, side="left")
+
+
+def _far(count: np.ndarray, stat: np.ndarray, time: float, fit: TailFit | None):
+    """``(far, far_upper, kind)``: counted where ``count >= 1``, else extrapolated by ``fit`` or the bound."""
+    count = np.asarray(count, dtype=np.float64)
+    if time <= 0:
+        inf = np.full(count.shape, np.inf)
+        return inf, inf, np.full(count.shape, "bound", dtype=object)
+    far, upper = count / time, count / time
+    kind = np.where(count >= 1, "counted", "bound").astype(object)
+    none = count < 1
+    far[none] = upper[none] = 1.0 / time
+    if fit is not None and none.any():
+        central = np.minimum(fit.n_louder(stat[none]), 1.0)
+        high = np.minimum(fit.n_louder(stat[none], max(fit.slope - fit.slope_error, 0.0)), 1.0)
+        far[none], upper[none] = central / time, high / time
+        kind[np.flatnonzero(none)[central < 1.0]] = "extrapolated"
+    return far, upper, kind
+
+
+def assign_far(stat: np.ndarray, background: np.ndarray, links: pd.DataFrame, time: float, *, tail: int,
+               hierarchical: bool) -> FarResult:
+    """FARs of candidates ranked ``stat`` against ``background`` ranks over ``time`` seconds of
+    background; ``links``: ``(fg, bg)`` index pairs, background events built from a candidate's
+    own triggers; ``tail``: background events the tail fit uses (0: none); ``hierarchical``:
+    remove loud candidates from the background (module docstring)."""
+    stat = np.asarray(stat, dtype=np.float64)
+    bg = np.asarray(background, dtype=np.float64)
+    fg_link, bg_link = links["fg"].to_numpy(np.int64), links["bg"].to_numpy(np.int64)
+    active = np.ones(bg.size, dtype=bool)
+    removal = np.zeros(stat.size, dtype=np.int64)
+    if hierarchical:
+        for r, i in enumerate(np.argsort(-stat, kind="stable"), start=1):
+            if np.any(active & (bg >= stat[i])):
+                break
+            removal[i] = r
+            active[bg_link[fg_link == i]] = False
+    kept = bg[active]
+    fit = fit_tail(kept, tail)
+    inclusive = _louder(kept, stat)
+    own = np.zeros(stat.size, dtype=np.int64)
+    mine = active[bg_link] & (bg[bg_link] >= stat[fg_link])
+    np.add.at(own, fg_link[mine], 1)
+    exclusive = inclusive - own
+    far, far_upper, kind = _far(inclusive, stat, time, fit)
+    far_excl, _, kind_excl = _far(exclusive, stat, time, fit)
+    plain, _, _ = _far(_louder(bg, stat), stat, time, None)
+    columns = pd.DataFrame({
+        "n_louder": inclusive, "n_louder_exclusive": exclusive,
+        "far": far, "far_upper": far_upper, "far_kind": kind,
+        "far_exclusive": far_excl, "far_exclusive_kind": kind_excl,
+        "far_no_removal": plain, "removal_round": removal,
+    })
+    columns["ifar_years"] = ifar_years(far)
+    columns["ifar_exclusive_years"] = ifar_years(far_excl)
+    return FarResult(columns, fit, int(np.count_nonzero(removal)))
