@@ -134,3 +134,41 @@ def test_tail_extrapolation_is_conservative_in_gaussian_noise():
     ratio = shallow.fit.n_louder(x) / shallow.background_time / (scale * shape(x))
     assert 0.5 <= ratio[0] <= 5.0, ratio
     assert np.all(ratio[1:] >= 1.0) and np.all(np.diff(ratio) > 0), ratio
+
+
+@pytest.mark.parametrize("n_ifos", [2, 3])
+def test_deep_slides_keep_exactly_the_events_above_the_cut(n_ifos):
+    """The deep slides' events are those the whole slides keep at or above the cut, and candidates
+    above the cut are counted over the base and deep livetimes together."""
+    from gwbatch.background import deep_cut, estimate_background
+
+    rng = np.random.default_rng(5)
+    ring = 4000.0
+    triggers = [_gaussian_tail_triggers(rng, 3000, ring) for _ in range(n_ifos)]
+    segments = [np.array([[0.0, ring]])] * n_ifos
+    travel = np.full((n_ifos, n_ifos), 0.010) - np.eye(n_ifos) * 0.010
+    common = dict(ring=ring, travel=travel, window=0.005, min_ifos=2, cluster_window=0.1, slide_step=1.0,
+                  tail=20, hierarchical=False)
+    split = estimate_background(triggers, segments, n_slides=20, deep_slides=60, **common)
+    whole = estimate_background(triggers, segments, n_slides=80, **common)
+    bg_split, bg_whole = split.background, whole.background
+    cut = deep_cut(bg_whole[bg_whole["slide"] <= 20]["stat"].to_numpy(), 20)
+    cols = [f"i{k}" for k in range(n_ifos)] + ["slide"]
+    deep = bg_split[bg_split["slide"] > 20].sort_values(cols).reset_index(drop=True)
+    expected = bg_whole[(bg_whole["slide"] > 20) & (bg_whole["stat"] >= cut)].sort_values(cols).reset_index(drop=True)
+    assert len(deep) > 20
+    pd.testing.assert_frame_equal(deep[cols + ["stat"]], expected[cols + ["stat"]])
+    assert split.background_time == pytest.approx(whole.background_time)
+    # a candidate above the cut: every event at least as loud over all 80 slides' livetime
+    fg_s, fg_w = split.foreground, whole.foreground
+    above = fg_w["stat"].to_numpy() >= cut
+    assert above.any() and (~above).any()
+    np.testing.assert_array_equal(fg_s["n_louder"].to_numpy()[above], fg_w["n_louder"].to_numpy()[above])
+    np.testing.assert_allclose(fg_s["far"].to_numpy()[above & (fg_w["n_louder"].to_numpy() > 0)],
+                               fg_w["far"].to_numpy()[above & (fg_w["n_louder"].to_numpy() > 0)])
+    # below it: the base slides only
+    t_base = split.livetime[1:21].sum()
+    below = ~above
+    n_base = np.array([(bg_split[bg_split["slide"] <= 20]["stat"].to_numpy() >= x).sum()
+                       for x in fg_s["stat"].to_numpy()[below]])
+    np.testing.assert_allclose(fg_s["far"].to_numpy()[below], np.maximum(n_base, 1) / t_base)

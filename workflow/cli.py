@@ -107,6 +107,7 @@ def cmd_simulate(args) -> int:
             mass1=_pair(args.cbc_mass1, "--cbc-mass1"),
             mass2=_pair(args.cbc_mass2, "--cbc-mass2"),
             snr=_pair(args.cbc_snr, "--cbc-snr"),
+            distance=_pair(args.cbc_distance, "--cbc-distance") if args.cbc_distance else None,
             approximant=args.cbc_approximant,
             f_low=args.cbc_f_low,
             min_spacing=args.cbc_spacing,
@@ -239,6 +240,12 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_vt(args) -> int:
+    from workflow.sensitivity import run_vt
+
+    return run_vt(args.run, _floats(args.ifar, "--ifar"), bootstrap=args.bootstrap, out=args.out)
+
+
 def cmd_seal(args) -> int:
     from gwbatch.io.store import seal
 
@@ -318,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--cbc-mass1", default="1.2,2.0", help="component mass range (Msun), uniform (default 1.2,2.0)")
     sim.add_argument("--cbc-mass2", default="1.2,2.0", help="component mass range (Msun), uniform (default 1.2,2.0)")
     sim.add_argument("--cbc-snr", default="8,30", help="network optimal SNR range, uniform (default 8,30)")
+    sim.add_argument("--cbc-distance", metavar="MIN,MAX",
+                     help="luminosity distance range (Mpc): sources uniform in comoving volume (Planck18), masses "
+                          "redshifted, instead of --cbc-snr (for sensitive volume-time: gwbatch vt)")
     sim.add_argument("--cbc-approximant", default="TaylorF2", help="waveform approximant (default TaylorF2)")
     sim.add_argument("--cbc-f-low", type=float, default=30.0, help="CBC waveform start and SNR integral (Hz)")
     sim.add_argument("--cbc-spacing", type=float, default=10.0, help="minimum seconds between CBC coalescences")
@@ -375,6 +385,14 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="describe a store")
     info.add_argument("store", type=Path)
     info.set_defaults(func=cmd_info)
+
+    vt = sub.add_parser("vt", help="sensitive volume-time of a finished run's searches from its population injections")
+    vt.add_argument("run", type=Path, help="a run's output directory (its manifest.json and injections.parquet)")
+    vt.add_argument("--ifar", default="0.1,1,10,100", metavar="YEARS,...",
+                    help="IFAR thresholds in years (default 0.1,1,10,100)")
+    vt.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamplings for the errors (default 1000)")
+    vt.add_argument("--out", type=Path, help="JSON file to write (default RUN/vt.json)")
+    vt.set_defaults(func=cmd_vt)
 
     seal_ = sub.add_parser("seal", help="recompute a store's chunk checksums after a deliberate edit, or upgrade "
                                         "a format-1 store")

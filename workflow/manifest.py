@@ -231,12 +231,14 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "segments": plan.segments.summary,
             "zero_lag_seconds": bg.foreground_time,
             "background_seconds": bg.background_time,
-            "per_slide_seconds": bg.livetime.tolist(),
+            "per_slide_seconds": bg.livetime[: plan.n_slides + 1].tolist(),  # zero lag and the base slides
+            "deep_slides_seconds": float(bg.livetime[plan.n_slides + 1:].sum()),
             "min_ifos": campaign.coincidence.min_ifos,
         },
         "background": {
             "method": bg.method,
             "slides": plan.n_slides,
+            "deep_slides": campaign.background.deep_slides if plan.n_slides else 0,
             "slide_step": plan.slide_step,
             "far_convention": FAR_CONVENTION,
             "far_bound_hz": (1.0 / bg.background_time) if bg.background_time > 0 else None,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gwbatch.background.significance import TailFit, assign_far
+from gwbatch.background.significance import DeepBackground, TailFit, assign_far
 from gwbatch.background.slides import coverage_time, slide_livetimes, slide_shifts
 from gwbatch.candidates.coincidence import (
     IfoTriggers,
@@ -68,6 +68,44 @@ def _run_slide(triggers, shift_row, ring, travel, window, min_ifos, cluster_wind
     return coincs[keep].reset_index(drop=True)
 
 
+def _subset(t: IfoTriggers, keep: np.ndarray) -> IfoTriggers:
+    return IfoTriggers(t.time[keep], t.uncertainty[keep], t.snr[keep], None if t.key is None else t.key[keep])
+
+
+def _run_slide_above(triggers, shift_row, ring, travel, window, min_ifos, cluster_window, cut) -> pd.DataFrame:
+    """The clustered events of one slide ranked at least ``cut``, as :func:`_run_slide` finds them,
+    from only the triggers that can make one: an event of ``m`` members with ``stat >= cut`` (a
+    quadrature sum) has a member of SNR ``>= cut / sqrt(m)``, so pass ``j`` keeps detector ``j``'s
+    triggers of SNR ``>= cut / sqrt(n)`` and every other detector's.  Clustering keeps an event when
+    nothing louder is within the window, and anything louder is above the cut too, so the events
+    kept are those the whole slide keeps."""
+    n = len(triggers)
+    cols = [f"i{k}" for k in range(n)]
+    moved = [IfoTriggers(np.mod(t.time + s, ring), t.uncertainty, t.snr, t.key) for t, s in zip(triggers, shift_row)]
+    frames = []
+    for j in range(n):
+        loud = np.flatnonzero(moved[j].snr >= cut / np.sqrt(n))
+        if loud.size == 0:
+            continue
+        part = find_coincidences([*moved[:j], _subset(moved[j], loud), *moved[j + 1:]], travel, window, ring, min_ifos)
+        part = part[part["stat"].to_numpy() >= cut]
+        member = part[cols[j]].to_numpy()
+        frames.append(part.assign(**{cols[j]: np.where(member >= 0, loud[np.maximum(member, 0)], -1)}))
+    if not frames:
+        return find_coincidences([_subset(t, np.zeros(0, np.int64)) for t in moved], travel, window, ring, min_ifos)
+    coincs = pd.concat(frames, ignore_index=True).drop_duplicates(subset=cols).sort_values(cols, kind="stable")
+    keep = cluster_in_time(coincs["time"].to_numpy(), coincs["stat"].to_numpy(), cluster_window)
+    return coincs[keep].reset_index(drop=True)
+
+
+def deep_cut(background: np.ndarray, tail: int) -> float:
+    """The rank above which deep slides keep their events: that of the base background's
+    ``tail + 1``-th loudest event (the tail fit's threshold), or of its quietest when it has fewer;
+    every event (-inf) when it is empty."""
+    values = np.sort(np.asarray(background, dtype=np.float64))[::-1]
+    return float(values[min(max(tail, 1), values.size - 1)]) if values.size else -np.inf
+
+
 def estimate_background(
     triggers: list[IfoTriggers],
     segments: list[np.ndarray],
@@ -81,27 +119,45 @@ def estimate_background(
     slide_step: float,
     tail: int = 0,
     hierarchical: bool = False,
+    deep_slides: int = 0,
 ) -> BackgroundResult:
     """Zero-lag candidates with FARs (:func:`gwbatch.background.significance.assign_far`; ``tail``
-    and ``hierarchical`` as there), and the slide background they are measured against."""
+    and ``hierarchical`` as there), and the slide background they are measured against.
+
+    ``deep_slides``: slides ``n_slides + 1 ...`` after the base ones, keeping only events ranked at
+    or above :func:`deep_cut` of the base background (:func:`_run_slide_above`); their events join
+    the background (slide numbers above ``n_slides``) and their livetime the background's."""
     n = len(triggers)
     member_cols = [f"i{k}" for k in range(n)]
     if min_ifos == 1:
         return _single_series(triggers, segments, ring, travel, window, cluster_window)
     if n < min_ifos:
         raise ConfigError(f"coincidence.min_ifos is {min_ifos} but only {n} detector(s) are analysed")
-    shifts = slide_shifts(n, n_slides, slide_step, ring)
+    shifts = slide_shifts(n, n_slides + deep_slides, slide_step, ring)
     livetime = slide_livetimes(segments, shifts, ring, min_ifos)
     events = [
         _run_slide(triggers, row, ring, travel, window, min_ifos, cluster_window).assign(slide=k)
-        for k, row in enumerate(shifts)
+        for k, row in enumerate(shifts[: n_slides + 1])
     ]
     fg = events[0]
     bg = pd.concat(events[1:], ignore_index=True) if n_slides else fg.iloc[:0].copy()
-    sig = assign_far(fg["stat"].to_numpy(), bg["stat"].to_numpy(), shared_triggers(fg, bg, member_cols),
-                     float(livetime[1:].sum()), tail=tail, hierarchical=hierarchical)
+    deep = None
+    if deep_slides:
+        cut = deep_cut(bg["stat"].to_numpy(), tail)
+        found = [_run_slide_above(triggers, row, ring, travel, window, min_ifos, cluster_window, cut).assign(slide=k)
+                 for k, row in enumerate(shifts[n_slides + 1:], start=n_slides + 1)]
+        extra = pd.concat(found, ignore_index=True)
+        deep = DeepBackground(extra["stat"].to_numpy(), shared_triggers(fg, extra, member_cols),
+                              float(livetime[n_slides + 1:].sum()), cut)
+        bg = pd.concat([bg, extra], ignore_index=True)
+    base_time = float(livetime[1: n_slides + 1].sum())
+    base = bg[bg["slide"].to_numpy() <= n_slides] if deep_slides else bg
+    sig = assign_far(fg["stat"].to_numpy(), base["stat"].to_numpy(), shared_triggers(fg, base, member_cols),
+                     base_time, tail=tail, hierarchical=hierarchical, deep=deep)
     fg = pd.concat([fg.reset_index(drop=True), sig.columns], axis=1)
     method = f"time slides: {n_slides} circular slides of {slide_step:g} s x detector position"
+    if deep_slides:
+        method += f", and {deep_slides} more keeping events ranked >= {deep.cut:.4g}"
     return BackgroundResult(fg, bg, shifts, livetime, method, sig.fit, sig.removed)
 
 

@@ -18,6 +18,12 @@ Every search's background ends here (:func:`assign_far`): the time slides of
   :data:`MIN_TAIL_EVENTS` background events, or fitting off): ``FAR = 1 / T_bg`` is an upper limit,
   reported as such (``far_kind``).
 
+**Deep background** (``deep``): further slides that keep only background events at or above a
+statistic ``cut`` (:func:`gwbatch.background.estimate_background`'s ``deep_slides``).  A candidate
+ranked ``x >= cut`` is counted against the base and deep events at least as loud over both
+livetimes; one below ``cut`` against the base background alone (the deep slides hold nothing
+there).  The tail fit then uses the loudest events of both.
+
 **Hierarchical removal** (as ``pycbc_add_statmap`` does): while the loudest remaining zero-lag
 candidate is louder than every remaining background event, it is marked (``removal_round``) and
 every background event linked to it is removed from the background of all candidates (the tail fit
@@ -88,56 +94,80 @@ def _louder(background: np.ndarray, stat: np.ndarray) -> np.ndarray:
     return bg.size - np.searchsorted(bg, stat, side="left")
 
 
-def _far(count: np.ndarray, stat: np.ndarray, time: float, fit: TailFit | None):
-    """``(far, far_upper, kind)``: counted where ``count >= 1``, else extrapolated by ``fit`` or the bound."""
+def _far(count: np.ndarray, stat: np.ndarray, time, fit: TailFit | None, fit_time: float = 0.0):
+    """``(far, far_upper, kind)``: counted where ``count >= 1`` (over ``time``, per candidate or one
+    value), else extrapolated by ``fit`` (over ``fit_time``) or the bound ``1 / time``."""
     count = np.asarray(count, dtype=np.float64)
-    if time <= 0:
-        inf = np.full(count.shape, np.inf)
-        return inf, inf, np.full(count.shape, "bound", dtype=object)
-    far, upper = count / time, count / time
+    time = np.broadcast_to(np.asarray(time, dtype=np.float64), count.shape)
+    with np.errstate(divide="ignore"):
+        far = np.where(time > 0, np.maximum(count, 1.0) / time, np.inf)
+    upper = far.copy()
     kind = np.where(count >= 1, "counted", "bound").astype(object)
-    none = count < 1
-    far[none] = upper[none] = 1.0 / time
-    if fit is not None and none.any():
-        central = np.minimum(fit.n_louder(stat[none]), 1.0)
-        high = np.minimum(fit.n_louder(stat[none], max(fit.slope - fit.slope_error, 0.0)), 1.0)
-        far[none], upper[none] = central / time, high / time
-        kind[np.flatnonzero(none)[central < 1.0]] = "extrapolated"
+    none = (count < 1) & (time > 0)
+    if fit is not None and fit_time > 0 and none.any():
+        central = np.minimum(fit.n_louder(stat[none]) / fit_time, far[none])
+        high = np.minimum(fit.n_louder(stat[none], max(fit.slope - fit.slope_error, 0.0)) / fit_time, far[none])
+        extrapolated = central < far[none]
+        far[none], upper[none] = central, high
+        kind[np.flatnonzero(none)[extrapolated]] = "extrapolated"
     return far, upper, kind
 
 
+@dataclass(frozen=True)
+class DeepBackground:
+    """Background events of further slides kept only at or above ``cut`` (their ranks, links as
+    ``(fg, bg)`` pairs, and the slides' livetime)."""
+
+    stat: np.ndarray
+    links: pd.DataFrame
+    time: float
+    cut: float
+
+
 def assign_far(stat: np.ndarray, background: np.ndarray, links: pd.DataFrame, time: float, *, tail: int,
-               hierarchical: bool) -> FarResult:
+               hierarchical: bool, deep: DeepBackground | None = None) -> FarResult:
     """FARs of candidates ranked ``stat`` against ``background`` ranks over ``time`` seconds of
     background; ``links``: ``(fg, bg)`` index pairs, background events built from a candidate's
     own triggers; ``tail``: background events the tail fit uses (0: none); ``hierarchical``:
-    remove loud candidates from the background (module docstring)."""
+    remove loud candidates from the background; ``deep``: further background above a cut (module
+    docstring)."""
     stat = np.asarray(stat, dtype=np.float64)
-    bg = np.asarray(background, dtype=np.float64)
-    fg_link, bg_link = links["fg"].to_numpy(np.int64), links["bg"].to_numpy(np.int64)
+    if deep is None:
+        deep = DeepBackground(np.zeros(0), pd.DataFrame({"fg": np.zeros(0, np.int64), "bg": np.zeros(0, np.int64)}),
+                              0.0, np.inf)
+    base = np.asarray(background, dtype=np.float64)
+    # one array of base then deep events; deep events count only for candidates at or above the cut
+    bg = np.concatenate([base, np.asarray(deep.stat, dtype=np.float64)])
+    is_deep = np.arange(bg.size) >= base.size
+    fg_link = np.concatenate([links["fg"].to_numpy(np.int64), deep.links["fg"].to_numpy(np.int64)])
+    bg_link = np.concatenate([links["bg"].to_numpy(np.int64), deep.links["bg"].to_numpy(np.int64) + base.size])
+    reaches_deep = stat >= deep.cut
     active = np.ones(bg.size, dtype=bool)
     removal = np.zeros(stat.size, dtype=np.int64)
     if hierarchical:
         for r, i in enumerate(np.argsort(-stat, kind="stable"), start=1):
-            if np.any(active & (bg >= stat[i])):
+            if np.any(active & (bg >= stat[i]) & (reaches_deep[i] | ~is_deep)):
                 break
             removal[i] = r
             active[bg_link[fg_link == i]] = False
-    kept = bg[active]
-    fit = fit_tail(kept, tail)
-    inclusive = _louder(kept, stat)
+    inclusive = _louder(bg[active & ~is_deep], stat) + np.where(reaches_deep, _louder(bg[active & is_deep], stat), 0)
     own = np.zeros(stat.size, dtype=np.int64)
-    mine = active[bg_link] & (bg[bg_link] >= stat[fg_link])
+    mine = active[bg_link] & (bg[bg_link] >= stat[fg_link]) & (reaches_deep[fg_link] | ~is_deep[bg_link])
     np.add.at(own, fg_link[mine], 1)
     exclusive = inclusive - own
-    far, far_upper, kind = _far(inclusive, stat, time, fit)
-    far_excl, _, kind_excl = _far(exclusive, stat, time, fit)
-    plain, _, _ = _far(_louder(bg, stat), stat, time, None)
+    deep_time = time + deep.time
+    used = np.where(reaches_deep, deep_time, time)
+    fit = fit_tail(bg[active & (is_deep | (bg >= deep.cut))] if deep.time > 0 else bg[active], tail)
+    fit_time = deep_time if deep.time > 0 else time
+    far, far_upper, kind = _far(inclusive, stat, used, fit, fit_time)
+    far_excl, _, kind_excl = _far(exclusive, stat, used, fit, fit_time)
+    plain = _louder(base, stat) + np.where(reaches_deep, _louder(np.asarray(deep.stat, np.float64), stat), 0)
+    plain_far, _, _ = _far(plain, stat, used, None)
     columns = pd.DataFrame({
         "n_louder": inclusive, "n_louder_exclusive": exclusive,
         "far": far, "far_upper": far_upper, "far_kind": kind,
         "far_exclusive": far_excl, "far_exclusive_kind": kind_excl,
-        "far_no_removal": plain, "removal_round": removal,
+        "far_no_removal": plain_far, "removal_round": removal,
     })
     columns["ifar_years"] = ifar_years(far)
     columns["ifar_exclusive_years"] = ifar_years(far_excl)

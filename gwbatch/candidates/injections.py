@@ -48,7 +48,8 @@ def match_injections(
     for ifo in ifos:
         analysed += in_segments(inj[f"time_{ifo}"].to_numpy(dtype=np.float64), gps_segments[ifo])
     out = inj[["id", "waveform", "gps_time", "snr", "duration",
-               *(c for c in ("ra", "dec", "hrss", "frequency") if c in inj)]].copy()
+               *(c for c in ("ra", "dec", "hrss", "frequency", "mass1", "mass2", "distance", "redshift", "volume")
+                 if c in inj)]].copy()
     out["analysed"] = analysed >= min_ifos
     found = np.zeros(n, dtype=bool)
     best = np.full(n, -1, dtype=np.int64)

@@ -277,6 +277,10 @@ class CoincidenceConfig(StrictModel):
 class BackgroundConfig(StrictModel):
     slides: int = Field(100, ge=0, le=100_000, description="number of time slides (zero lag excluded)")
     slide_step: float = Field(1.0, gt=0, le=86400, description="shift step (s); detector j moves by k·step·j in slide k")
+    deep_slides: int = Field(0, ge=0, le=10_000_000, description=(
+        "further slides after `slides` that keep only background events ranked at or above the base background's "
+        "tail-fit threshold: a deep background for the loud candidates at a fraction of the cost (searches whose "
+        "slides span the whole analysed span: the pulse search)"))
     far_tail: int = Field(100, ge=0, le=10_000_000, description=(
         "loudest background events fitted with an exponential; a candidate louder than all background gets its "
         "FAR extrapolated from the fit (0: no fit, such FARs are the bound 1/T_bg)"))

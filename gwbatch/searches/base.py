@@ -47,13 +47,14 @@ class NetworkSettings:
     slide_step: float  # detector j moves by k * step * j in slide k
     far_tail: int = 0  # background events of the tail fit (gwbatch.background.significance)
     hierarchical_removal: bool = False  # loud candidates removed from the quieter ones' background
+    deep_slides: int = 0  # further slides keeping only loud background events
 
     @classmethod
     def of(cls, campaign, n_ifos: int) -> "NetworkSettings":
         coinc, bg = campaign.coincidence, campaign.background
         slides = bg.slides if (coinc.min_ifos > 1 and n_ifos > 1) else 0
         return cls(coinc.min_ifos, coinc.window, coinc.cluster_window, slides, bg.slide_step, bg.far_tail,
-                   bg.hierarchical_removal)
+                   bg.hierarchical_removal, bg.deep_slides if slides else 0)
 
 
 @dataclass(frozen=True)

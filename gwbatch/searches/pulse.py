@@ -197,7 +197,7 @@ class PulseSearch:
         bg = estimate_background(
             triggers, segments, ring=reduction.ring, travel=np.asarray(reduction.travel), window=net.window,
             min_ifos=net.min_ifos, cluster_window=net.cluster_window, n_slides=net.slides, slide_step=net.slide_step,
-            tail=net.far_tail, hierarchical=net.hierarchical_removal,
+            tail=net.far_tail, hierarchical=net.hierarchical_removal, deep_slides=net.deep_slides,
         )
         candidates = candidate_table(self.kind, bg.foreground, reduction.triggers, ifos, CANDIDATE_FIELDS)
         return Significance(bg, candidates, background_table(bg.background, reduction.triggers, ifos, bg.shifts))

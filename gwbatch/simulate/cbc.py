@@ -15,7 +15,11 @@ arrival delay, kept to sub-sample precision by a phase ramp in the frequency dom
 generated from ``f_low - 3 Hz`` and tapered in the time domain until the signal reaches
 ``f_low`` (a cosine ramp), so it starts smoothly; SNRs are integrated from ``f_low``.
 
-The distance is set so that the network optimal SNR, ``sqrt(sum_j rho_j^2)`` with
+With ``distance`` ranges (``CbcSpec.distance``) sources are drawn uniform in comoving volume
+(:mod:`gwbatch.simulate.population`), masses redshifted to the detector frame (``mass1``,
+``mass2``; the source frame's in ``mass1_source``, ``mass2_source``), with ``redshift`` and the
+population's comoving ``volume``, and ``snr`` is what the distance gives.  Otherwise the distance
+is set so that the network optimal SNR, ``sqrt(sum_j rho_j^2)`` with
 ``rho_j^2 = 4 sum |h_j~|^2 / S_j df`` over ``[f_low, fs/2)``, equals the drawn value; the table
 records ``distance`` (Mpc) and each detector's ``snr_<ifo>`` and ``time_<ifo>``.  ``duration`` is
 the matching window of a template search, 10 ms (:mod:`gwbatch.candidates.injections`).
@@ -51,8 +55,14 @@ class CbcSpec:
     f_low: float = 30.0  # Hz: taper end and low edge of the SNR integral
     margin: float = 8.0  # seconds kept free after the last coalescence and before the first chirp
     min_spacing: float = 10.0  # seconds between consecutive coalescences
+    # luminosity distances (Mpc): sources uniform in comoving volume (gwbatch.simulate.population),
+    # masses redshifted to the detector frame; None: the network SNR range sets each distance
+    distance: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
+        if self.distance is not None and not 0 < self.distance[0] < self.distance[1]:
+            raise ConfigError(f"CBC injection distance range must satisfy 0 < min < max (Mpc), got "
+                              f"{self.distance[0]}, {self.distance[1]}")
         for name in ("mass1", "mass2", "snr"):
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:
@@ -117,6 +127,10 @@ def draw_cbc_injections(
                                 f"{spec.min_spacing} s, plus {lead:.0f} s for the longest chirp and {spec.margin} s margins")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0xCBC])))
     rows = []
+    if spec.distance is not None:
+        from gwbatch.simulate.population import draw_distances
+
+        distance, redshift, volume = draw_distances(rng, *spec.distance, spec.count)
     for k in range(spec.count):
         m1, m2 = sorted((float(rng.uniform(*spec.mass1)), float(rng.uniform(*spec.mass2))), reverse=True)
         row = {
@@ -131,15 +145,22 @@ def draw_cbc_injections(
             "mass1": m1, "mass2": m2, "spin1z": 0.0, "spin2z": 0.0,
             "approximant": spec.approximant, "f_low": spec.f_low,
             "duration": MATCH_WINDOW,
-            "snr": float(rng.uniform(*spec.snr)),
+            "snr": float(rng.uniform(*spec.snr)) if spec.distance is None else np.nan,
         }
+        if spec.distance is not None:  # detector-frame masses; the source frame's are kept
+            z = float(redshift[k])
+            row.update(mass1_source=m1, mass2_source=m2, mass1=m1 * (1 + z), mass2=m2 * (1 + z), redshift=z,
+                       distance=float(distance[k]), volume=float(volume))
         n = _buffer_length(row, sample_rate)
         unit = {}
         for ifo in ifos:
             f, h = _projected(row, ifo, n, sample_rate)
             unit[ifo] = optimal_snr_fd(f, h, psds[ifo], spec.f_low)
         network = float(np.sqrt(sum(v * v for v in unit.values())))
-        row["distance"] = network / row["snr"]
+        if spec.distance is None:
+            row["distance"] = network / row["snr"]
+        else:
+            row["snr"] = network / row["distance"]
         for ifo in ifos:
             row[f"time_{ifo}"] = row["gps_time"] + delay(ifo, row["ra"], row["dec"], row["gps_time"])
             row[f"snr_{ifo}"] = unit[ifo] / row["distance"]

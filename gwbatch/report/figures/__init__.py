@@ -5,11 +5,12 @@
 - :mod:`.series`: the SNR / rho time series around the top candidates.
 - :mod:`.skymaps`: the Mollweide skymaps of the top candidates (HEALPix resampled for drawing).
 - :mod:`.injections`: injection recovery, detection efficiency, and the skymaps' P-P plot.
+- :mod:`.sensitivity`: found/missed against distance and chirp mass, and VT, for population injections.
 - :mod:`.gpu`: each GPU's utilisation and memory over the run.
 
 Each figure function returns its title and a captioned ``<figure>`` with a stable id (``fig-time``,
 ``fig-ifar``, ``fig-rank``, ``fig-series``, ``fig-skymaps``, ``fig-inj``, ``fig-eff-snr``, ``fig-eff-hrss``,
-``fig-pp``, ``fig-gpu``), or a sentence saying why it is not drawn.
+``fig-vt``, ``fig-pp``, ``fig-gpu``), or a sentence saying why it is not drawn.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gwbatch.report.figures.injections import (
     fig_localisation,
 )
 from gwbatch.report.figures.ranking import fig_ranking
+from gwbatch.report.figures.sensitivity import fig_sensitivity
 from gwbatch.report.figures.series import fig_series
 from gwbatch.report.figures.skymaps import fig_skymaps
 from gwbatch.report.markup import section
@@ -44,6 +46,7 @@ def figures_section(manifest: dict, candidates: pd.DataFrame, background: pd.Dat
         fig_injections(injections, ifos),
         fig_efficiency(manifest, injections),
         fig_efficiency(manifest, injections, "hrss", "injected hrss (strain / \u221aHz)", ".2e"),
+        fig_sensitivity(manifest, injections),
         fig_localisation(injections),
         fig_gpu(manifest),
     ])
