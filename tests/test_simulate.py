@@ -175,3 +175,39 @@ def test_cbc_injections_projected_at_the_requested_network_snr(tmp_path):
     np.testing.assert_allclose(added, expected, atol=2e-7 * np.abs(stored).max())  # float32 storage
     assert digest(both) == digest(simulate_store(tmp_path / "again.zarr", ifos=ifos, duration=64, sample_rate=fs,
                                                  seed=4, cbc=spec))
+
+
+def test_glitches_are_single_detector_transients_at_their_snr(tmp_path):
+    """With glitches, each detector's data is its glitch-free noise plus its own glitches only, each
+    at its drawn optimal SNR (1%), and the counts follow the rate (Poisson, 4 sigma)."""
+    from gwbatch.simulate.glitches import GlitchSpec, draw_glitches
+    from gwbatch.simulate.injections import optimal_snr
+
+    fs, duration, rate = 2048, 400, 0.05
+    kw = dict(ifos=("H1", "L1"), duration=duration, sample_rate=fs, seed=4)
+    spec = GlitchSpec(rate=rate)
+    clean = simulate_store(tmp_path / "clean.zarr", **kw)
+    glitchy = simulate_store(tmp_path / "glitchy.zarr", glitches=spec, **kw)
+    meta = read_meta(glitchy)
+    assert meta.provenance["glitch_spec"]["rate"] == rate
+    n = duration * fs
+    added = read_strain(open_store(glitchy), ["H1", "L1"], 0, n) - read_strain(open_store(clean), ["H1", "L1"], 0, n)
+    table = draw_glitches(spec, seed=4, start=float(meta.t0), duration=duration, sample_rate=fs, ifos=("H1", "L1"),
+                          psds={ifo: (lambda f: design_psd("aLIGO", f)) for ifo in ("H1", "L1")})
+    assert set(table["kind"]) == {"blip", "sine-gaussian"}
+    assert meta.provenance["glitches"] == {ifo: int((table["ifo"] == ifo).sum()) for ifo in ("H1", "L1")}
+    for j, ifo in enumerate(("H1", "L1")):
+        mine = table[table["ifo"] == ifo]
+        assert abs(len(mine) - rate * duration) <= 4 * np.sqrt(rate * duration)
+        touched = np.zeros(n, bool)
+        for row in mine.itertuples():
+            centre = int(round((row.gps_time - float(meta.t0)) * fs))
+            lo, hi = max(centre - fs // 2, 0), min(centre + fs // 2, n)
+            touched[lo:hi] = True
+            isolated = ((mine["gps_time"] - row.gps_time).abs() > 1.0).sum() == len(mine) - 1
+            if isolated and fs // 2 <= centre < n - fs // 2:
+                segment = np.zeros(2 * fs)
+                segment[: hi - lo] = added[j, lo:hi]
+                rho = optimal_snr(segment, fs, lambda f: design_psd("aLIGO", f), spec.f_low)
+                assert rho == pytest.approx(row.snr, rel=0.01)
+        assert np.all(added[j, ~touched] == 0)  # nothing outside this detector's glitches

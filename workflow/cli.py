@@ -125,13 +125,19 @@ def cmd_simulate(args) -> int:
             f_low=args.f_low,
             min_spacing=args.burst_spacing,
         )
+    glitches = None
+    if args.glitch_rate:
+        from gwbatch.simulate.glitches import GlitchSpec
+
+        glitches = GlitchSpec(rate=args.glitch_rate, snr=_pair(args.glitch_snr, "--glitch-snr"),
+                              kinds=_names(args.glitch_kinds, "--glitch-kinds"), f_low=args.f_low)
     with tqdm(total=100, desc="simulate", unit="%", disable=None) as bar:
         def progress(frac):
             bar.update(round(100 * frac) - bar.n)
 
         path = simulate_store(
             args.out, ifos=_names(args.ifos, "--ifos"), duration=args.duration, sample_rate=args.sample_rate,
-            seed=args.seed, gps_start=args.gps_start, injections=spec, cbc=cbc, bursts=bursts,
+            seed=args.seed, gps_start=args.gps_start, injections=spec, cbc=cbc, bursts=bursts, glitches=glitches,
             overwrite=args.overwrite, progress=progress, workers=args.workers,
         )
     print(f"wrote {path}")
@@ -338,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--burst-f0", default="70,235,554", help="sine-Gaussian frequencies (Hz), one drawn per burst")
     sim.add_argument("--burst-q", default="3,9", help="sine-Gaussian quality factors, one drawn per burst")
     sim.add_argument("--burst-spacing", type=float, default=10.0, help="minimum seconds between bursts")
+    sim.add_argument("--glitch-rate", type=float, default=0.0, metavar="PER_SECOND",
+                     help="single-detector glitches per second in each detector, Poisson (default 0: none)")
+    sim.add_argument("--glitch-snr", default="6,100", help="glitch detector SNR range, log-uniform (default 6,100)")
+    sim.add_argument("--glitch-kinds", default="blip,sine-gaussian", help="blip and/or sine-gaussian")
     sim.add_argument("--workers", type=int, default=1,
                      help="processes that make the data in parallel (the store is the same for any number)")
     sim.add_argument("--overwrite", action="store_true", help="replace an existing store")

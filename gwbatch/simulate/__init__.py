@@ -23,6 +23,7 @@ from gwbatch.gpstime import GPSTime
 from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreWriter
 from gwbatch.simulate.bursts import BurstSpec, draw_burst_injections
 from gwbatch.simulate.cbc import CbcSpec, draw_cbc_injections
+from gwbatch.simulate.glitches import GlitchSpec, add_glitches, draw_glitches
 from gwbatch.simulate.injections import InjectionSpec, add_injections, draw_injections
 from gwbatch.simulate.noise import coloured_noise, colouring_filter, stream_id
 from gwbatch.conditioning.design import design_psd, detector_psd_model
@@ -37,11 +38,12 @@ def _arrival_delay(ifo: str, ra: float, dec: float, gps: float) -> float:
 
 
 def _piece(item: tuple[str, int, int], *, seed: int, taps: dict, t0: float, sample_rate: float,
-           table: pd.DataFrame | None) -> np.ndarray:
-    """One detector's samples ``[start, stop)``: coloured noise plus the injections that reach them."""
+           table: pd.DataFrame | None, glitches: pd.DataFrame | None = None) -> np.ndarray:
+    """One detector's samples ``[start, stop)``: coloured noise plus the injections and glitches that reach them."""
     ifo, start, stop = item
     data = coloured_noise(seed, stream_id(ifo), start, stop, taps[ifo])
     add_injections(data, start, t0, sample_rate, ifo, table)
+    add_glitches(data, start, t0, sample_rate, ifo, glitches)
     return data
 
 
@@ -56,6 +58,7 @@ def simulate_store(
     injections: InjectionSpec | None = None,
     cbc: CbcSpec | None = None,
     bursts: BurstSpec | None = None,
+    glitches: GlitchSpec | None = None,
     chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
     overwrite: bool = False,
     progress=None,
@@ -94,6 +97,10 @@ def simulate_store(
             ifos=ifos, psds=psds, delay=_arrival_delay, first_id=sum(len(t) for t in tables),
         ))
     table = pd.concat(tables, ignore_index=True) if tables else None
+    glitch_table = None
+    if glitches is not None and glitches.rate > 0:
+        glitch_table = draw_glitches(glitches, seed=seed, start=float(t0), duration=n_samples / sample_rate,
+                                     sample_rate=sample_rate, ifos=ifos, psds=psds)
     provenance = {
         "source": "simulate",
         "gwbatch": gwbatch.__version__,
@@ -107,6 +114,9 @@ def simulate_store(
         provenance["cbc_injection_spec"] = {k: v for k, v in cbc.__dict__.items()}
     if bursts is not None:
         provenance["burst_injection_spec"] = {k: v for k, v in bursts.__dict__.items()}
+    if glitch_table is not None:  # not listed in the store: draw_glitches gives them again from seed and spec
+        provenance["glitch_spec"] = {k: v for k, v in glitches.__dict__.items()}
+        provenance["glitches"] = {ifo: int((glitch_table["ifo"] == ifo).sum()) for ifo in ifos}
     taps = {ifo: colouring_filter(psds[ifo], sample_rate) for ifo in ifos}
     with StoreWriter(
         out, ifos=ifos, sample_rate=sample_rate, t0=t0, n_samples=n_samples,
@@ -117,7 +127,8 @@ def simulate_store(
             writer.write_dq(ifo, 0, np.full(n_sec, DQ_ALL_PASS, dtype=np.uint8))
         step = min(chunk_samples, n_samples)
         pieces = [(ifo, start, min(start + step, n_samples)) for start in range(0, n_samples, step) for ifo in ifos]
-        make = functools.partial(_piece, seed=seed, taps=taps, t0=float(t0), sample_rate=sample_rate, table=table)
+        make = functools.partial(_piece, seed=seed, taps=taps, t0=float(t0), sample_rate=sample_rate, table=table,
+                                 glitches=glitch_table)
         with contextlib.ExitStack() as stack:
             if workers > 1 and len(pieces) > 1:  # every piece is independent (counter-based noise)
                 pool = stack.enter_context(ProcessPoolExecutor(min(workers, len(pieces)),

@@ -174,7 +174,6 @@ def add_injections(data: np.ndarray, start: int, t0: float, sample_rate: float, 
     from gwbatch.simulate.bursts import TABLE_WAVEFORMS, add_bursts
     from gwbatch.simulate.cbc import add_cbc
 
-    stop = start + data.size
     for row in table.itertuples(index=False):
         r = row._asdict()
         if r["waveform"] == "cbc":
@@ -184,10 +183,17 @@ def add_injections(data: np.ndarray, start: int, t0: float, sample_rate: float, 
             add_bursts(data, start, t0, sample_rate, ifo, r)
             continue
         shape = {k: r[k] for k in ("sigma", "f0", "q") if np.isfinite(r[k])}
-        arrival = (r[f"time_{ifo}"] - t0) * sample_rate  # fractional sample index
-        half = support(r["waveform"], **shape) * sample_rate
-        lo, hi = max(start, int(np.floor(arrival - half))), min(stop, int(np.ceil(arrival + half)) + 1)
-        if hi <= lo:
-            continue
-        t = (np.arange(lo, hi) - arrival) / sample_rate
-        data[lo - start : hi - start] += r[f"amplitude_{ifo}"] * waveform(r["waveform"], t, phase=r["phase"], **shape)
+        add_transient(data, start, (r[f"time_{ifo}"] - t0) * sample_rate, sample_rate, r[f"amplitude_{ifo}"],
+                      r["waveform"], shape, r["phase"])
+
+
+def add_transient(data: np.ndarray, start: int, arrival: float, sample_rate: float, amplitude: float, kind: str,
+                  shape: dict, phase: float) -> None:
+    """Add ``amplitude`` times transient ``kind`` (``shape``, ``phase``) arriving at fractional sample
+    ``arrival`` to ``data``, which holds samples ``[start, start + len(data))``, in place."""
+    half = support(kind, **shape) * sample_rate
+    lo, hi = max(start, int(np.floor(arrival - half))), min(start + data.size, int(np.ceil(arrival + half)) + 1)
+    if hi <= lo:
+        return
+    t = (np.arange(lo, hi) - arrival) / sample_rate
+    data[lo - start : hi - start] += amplitude * waveform(kind, t, phase=phase, **shape)
