@@ -102,7 +102,7 @@ def test_every_shipped_config_passes_the_physical_bounds_at_its_rate():
 
 def test_a_boolean_is_not_a_number(small_store, tmp_path, capsys):
     """search.threshold: true was read as 1."""
-    text = campaign_file(tmp_path, small_store).read_text().replace("threshold: 5.0", "threshold: true")
+    text = campaign_file(tmp_path, small_store).read_text().replace("threshold: 4.0", "threshold: true")
     code, err = dry_run(capsys, campaign_file(tmp_path, small_store, text=text))
     refused(code, err, "search.threshold: must be a number in (0, 1000], not a boolean (got True)", lines=2)
     code, err = dry_run(capsys, campaign_file(tmp_path, small_store), "search.decimation=[16, true]")

@@ -172,3 +172,17 @@ def test_deep_slides_keep_exactly_the_events_above_the_cut(n_ifos):
     n_base = np.array([(bg_split[bg_split["slide"] <= 20]["stat"].to_numpy() >= x).sum()
                        for x in fg_s["stat"].to_numpy()[below]])
     np.testing.assert_allclose(fg_s["far"].to_numpy()[below], np.maximum(n_base, 1) / t_base)
+
+
+def test_extrapolation_stops_ten_efoldings_past_the_loudest_fitted_event():
+    from gwbatch.background.significance import EXTRAPOLATION_EFOLDS
+
+    rng = np.random.default_rng(4)
+    bg = rng.exponential(1.0, 5000)
+    sig = assign_far(np.array([bg.max() + 2.0, bg.max() + 40.0]), bg, NO_LINKS, 1e4, tail=500, hierarchical=False)
+    fit, c = sig.fit, sig.columns
+    limit = fit.loudest + EXTRAPOLATION_EFOLDS / fit.slope
+    assert bg.max() + 2.0 < limit < bg.max() + 40.0
+    assert list(c["far_kind"]) == ["extrapolated", "bound"]
+    assert c["far"].iloc[1] == pytest.approx(fit.n_louder(limit) / 1e4)
+    assert c["far"].iloc[1] < c["far"].iloc[0] < 1e-4

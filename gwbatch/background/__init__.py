@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gwbatch.background.significance import DeepBackground, TailFit, assign_far
+from gwbatch.background.significance import DeepBackground, TailFit, assign_far, hierarchical_removal
 from gwbatch.background.slides import coverage_time, slide_livetimes, slide_shifts
 from gwbatch.candidates.coincidence import (
     IfoTriggers,
@@ -125,8 +125,9 @@ def estimate_background(
     and ``hierarchical`` as there), and the slide background they are measured against.
 
     ``deep_slides``: slides ``n_slides + 1 ...`` after the base ones, keeping only events ranked at
-    or above :func:`deep_cut` of the base background (:func:`_run_slide_above`); their events join
-    the background (slide numbers above ``n_slides``) and their livetime the background's."""
+    or above :func:`deep_cut` of the base background left after hierarchical removal (when on)
+    (:func:`_run_slide_above`); their events join the background (slide numbers above
+    ``n_slides``) and their livetime the background's."""
     n = len(triggers)
     member_cols = [f"i{k}" for k in range(n)]
     if min_ifos == 1:
@@ -143,7 +144,15 @@ def estimate_background(
     bg = pd.concat(events[1:], ignore_index=True) if n_slides else fg.iloc[:0].copy()
     deep = None
     if deep_slides:
-        cut = deep_cut(bg["stat"].to_numpy(), tail)
+        # the cut is set on the background left after hierarchical removal: the deep slides are for
+        # the noise's tail, not for background events built from loud candidates' own triggers
+        stats = bg["stat"].to_numpy()
+        if hierarchical:
+            links = shared_triggers(fg, bg, member_cols)
+            active, _ = hierarchical_removal(fg["stat"].to_numpy(), stats, links["fg"].to_numpy(),
+                                             links["bg"].to_numpy())
+            stats = stats[active]
+        cut = deep_cut(stats, tail)
         found = [_run_slide_above(triggers, row, ring, travel, window, min_ifos, cluster_window, cut).assign(slide=k)
                  for k, row in enumerate(shifts[n_slides + 1:], start=n_slides + 1)]
         extra = pd.concat(found, ignore_index=True)

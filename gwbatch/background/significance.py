@@ -16,7 +16,9 @@ Every search's background ends here (:func:`assign_far`): the time slides of
   exponential, so the extrapolation overstates their FAR (conservative).
 - **Bound**: no background event is as loud and no fit is possible (fewer than
   :data:`MIN_TAIL_EVENTS` background events, or fitting off): ``FAR = 1 / T_bg`` is an upper limit,
-  reported as such (``far_kind``).
+  reported as such (``far_kind``).  A candidate louder than the fit's loudest event by more than
+  :data:`EXTRAPOLATION_EFOLDS` e-foldings of its slope gets the fit's FAR at that point, also as a
+  bound: the exponential is not trusted further.
 
 **Deep background** (``deep``): further slides that keep only background events at or above a
 statistic ``cut`` (:func:`gwbatch.background.estimate_background`'s ``deep_slides``).  A candidate
@@ -44,6 +46,11 @@ from gwbatch.background.far import ifar_years
 #: Fewest background events a tail fit uses; with fewer, FARs beyond the background are bounds.
 MIN_TAIL_EVENTS = 10
 
+#: How far past its loudest event the fit is trusted, in e-foldings of the fitted slope (a FAR
+#: e^10 ~ 2.2e4 times below the fit at that event); a candidate louder still gets the fit's value
+#: there as a bound (an upper limit on its FAR).
+EXTRAPOLATION_EFOLDS = 10.0
+
 FAR_KINDS = ("counted", "extrapolated", "bound")
 
 
@@ -55,6 +62,7 @@ class TailFit:
     count: int  # background events above the threshold (those fitted)
     slope: float  # maximum-likelihood exponential slope
     slope_error: float  # its standard error, slope / sqrt(count)
+    loudest: float  # the loudest event fitted
 
     def n_louder(self, stat, slope: float | None = None) -> np.ndarray:
         slope = self.slope if slope is None else slope
@@ -62,7 +70,8 @@ class TailFit:
 
     def summary(self) -> dict:
         return {"threshold": self.threshold, "events": self.count, "slope": self.slope,
-                "slope_error": self.slope_error}
+                "slope_error": self.slope_error, "loudest": self.loudest,
+                "extrapolated_up_to": self.loudest + EXTRAPOLATION_EFOLDS / self.slope}
 
 
 def fit_tail(background: np.ndarray, tail: int) -> TailFit | None:
@@ -77,7 +86,7 @@ def fit_tail(background: np.ndarray, tail: int) -> TailFit | None:
     if not np.sum(excess) > 0:
         return None
     slope = n / float(np.sum(excess))
-    return TailFit(float(threshold), int(n), slope, slope / np.sqrt(n))
+    return TailFit(float(threshold), int(n), slope, slope / np.sqrt(n), float(values[0]))
 
 
 @dataclass(frozen=True)
@@ -105,12 +114,18 @@ def _far(count: np.ndarray, stat: np.ndarray, time, fit: TailFit | None, fit_tim
     kind = np.where(count >= 1, "counted", "bound").astype(object)
     none = (count < 1) & (time > 0)
     if fit is not None and fit_time > 0 and none.any():
-        central = np.minimum(fit.n_louder(stat[none]) / fit_time, far[none])
-        high = np.minimum(fit.n_louder(stat[none], max(fit.slope - fit.slope_error, 0.0)) / fit_time, far[none])
-        extrapolated = central < far[none]
+        limit = fit.loudest + EXTRAPOLATION_EFOLDS / fit.slope
+        x = np.minimum(stat[none], limit)
+        central = np.minimum(fit.n_louder(x) / fit_time, far[none])
+        high = np.minimum(fit.n_louder(x, max(fit.slope - fit.slope_error, 0.0)) / fit_time, far[none])
         far[none], upper[none] = central, high
-        kind[np.flatnonzero(none)[extrapolated]] = "extrapolated"
+        kind[np.flatnonzero(none)[(central < far_bound(time, none)) & (stat[none] <= limit)]] = "extrapolated"
     return far, upper, kind
+
+
+def far_bound(time, none) -> np.ndarray:
+    """``1 / time`` where ``none`` (the bound of a count of zero)."""
+    return 1.0 / np.broadcast_to(np.asarray(time, dtype=np.float64), none.shape)[none]
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,22 @@ class DeepBackground:
     links: pd.DataFrame
     time: float
     cut: float
+
+
+def hierarchical_removal(stat, bg, fg_link, bg_link, reaches_deep=None, is_deep=None):
+    """``(active, removal_round)``: while the loudest remaining candidate is louder than every
+    active background event it is counted against, it gets the next round and its linked
+    background events become inactive (module docstring)."""
+    reaches_deep = np.ones(stat.size, bool) if reaches_deep is None else reaches_deep
+    is_deep = np.zeros(bg.size, bool) if is_deep is None else is_deep
+    active = np.ones(bg.size, dtype=bool)
+    removal = np.zeros(stat.size, dtype=np.int64)
+    for r, i in enumerate(np.argsort(-stat, kind="stable"), start=1):
+        if np.any(active & (bg >= stat[i]) & (reaches_deep[i] | ~is_deep)):
+            break
+        removal[i] = r
+        active[bg_link[fg_link == i]] = False
+    return active, removal
 
 
 def assign_far(stat: np.ndarray, background: np.ndarray, links: pd.DataFrame, time: float, *, tail: int,
@@ -142,14 +173,8 @@ def assign_far(stat: np.ndarray, background: np.ndarray, links: pd.DataFrame, ti
     fg_link = np.concatenate([links["fg"].to_numpy(np.int64), deep.links["fg"].to_numpy(np.int64)])
     bg_link = np.concatenate([links["bg"].to_numpy(np.int64), deep.links["bg"].to_numpy(np.int64) + base.size])
     reaches_deep = stat >= deep.cut
-    active = np.ones(bg.size, dtype=bool)
-    removal = np.zeros(stat.size, dtype=np.int64)
-    if hierarchical:
-        for r, i in enumerate(np.argsort(-stat, kind="stable"), start=1):
-            if np.any(active & (bg >= stat[i]) & (reaches_deep[i] | ~is_deep)):
-                break
-            removal[i] = r
-            active[bg_link[fg_link == i]] = False
+    active, removal = hierarchical_removal(stat, bg, fg_link, bg_link, reaches_deep, is_deep) if hierarchical else (
+        np.ones(bg.size, dtype=bool), np.zeros(stat.size, dtype=np.int64))
     inclusive = _louder(bg[active & ~is_deep], stat) + np.where(reaches_deep, _louder(bg[active & is_deep], stat), 0)
     own = np.zeros(stat.size, dtype=np.int64)
     mine = active[bg_link] & (bg[bg_link] >= stat[fg_link]) & (reaches_deep[fg_link] | ~is_deep[bg_link])
@@ -157,8 +182,11 @@ def assign_far(stat: np.ndarray, background: np.ndarray, links: pd.DataFrame, ti
     exclusive = inclusive - own
     deep_time = time + deep.time
     used = np.where(reaches_deep, deep_time, time)
-    fit = fit_tail(bg[active & (is_deep | (bg >= deep.cut))] if deep.time > 0 else bg[active], tail)
-    fit_time = deep_time if deep.time > 0 else time
+    # the tail fit: on the deep region (base and deep events above the cut) when it has enough
+    # events, else on the base background
+    fit, fit_time = fit_tail(bg[active & (is_deep | (bg >= deep.cut))], tail) if deep.time > 0 else None, deep_time
+    if fit is None:
+        fit, fit_time = fit_tail(bg[active & ~is_deep], tail), time
     far, far_upper, kind = _far(inclusive, stat, used, fit, fit_time)
     far_excl, _, kind_excl = _far(exclusive, stat, used, fit, fit_time)
     plain = _louder(base, stat) + np.where(reaches_deep, _louder(np.asarray(deep.stat, np.float64), stat), 0)

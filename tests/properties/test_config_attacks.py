@@ -196,7 +196,7 @@ def test_deep_nesting_is_refused_before_it_is_built(depth, style, via_set):
     if via_set and style != "block":
         result = attempt(DEMO_TEXT.encode(), (f"search.threshold={value}",))
     else:
-        result = attempt((DEMO_TEXT.replace("threshold: 5.0", "threshold: " + value) if style != "block"
+        result = attempt((DEMO_TEXT.replace("threshold: 4.0", "threshold: " + value) if style != "block"
                           else DEMO_TEXT + "\nextra:" + value + "\n").encode())
     assert isinstance(result, ConfigError)  # a threshold that is no number, or an unknown key
     total = depth + (0 if via_set and style != "block" else 1 if style == "block" else 2)  # the levels above it
