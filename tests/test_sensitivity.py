@@ -97,3 +97,16 @@ def test_vt_command_on_a_population_run(tmp_path):
     assert rows[0]["vt"] == pytest.approx(expected, rel=1e-12) and rows[0]["vt_error"] > 0
     # found injections are the near ones: their median distance is below the missed ones'
     assert inj.loc[inj["found"], "distance"].median() < inj.loc[~inj["found"], "distance"].median()
+
+
+def test_vt_command_refuses_bad_arguments(tmp_path, capsys):
+    from workflow.cli import main
+
+    assert main(["vt", str(tmp_path), "--ifar", "1,-2"]) == 2
+    assert "--ifar thresholds must be years >= 0, got -2.0" in capsys.readouterr().err
+    assert main(["vt", str(tmp_path), "--bootstrap", "-1"]) == 2
+    assert "--bootstrap must be a number of resamplings >= 0, got -1" in capsys.readouterr().err
+    assert main(["vt", str(tmp_path)]) == 3  # no manifest: not a finished run
+    assert "is not a finished run: no manifest.json" in capsys.readouterr().err
+    assert not (tmp_path / "vt.json").exists()
+

@@ -249,7 +249,13 @@ def cmd_info(args) -> int:
 def cmd_vt(args) -> int:
     from workflow.sensitivity import run_vt
 
-    return run_vt(args.run, _floats(args.ifar, "--ifar"), bootstrap=args.bootstrap, out=args.out)
+    thresholds = _floats(args.ifar, "--ifar")
+    bad = [x for x in thresholds if not 0 <= x < float("inf")]
+    if bad:
+        raise ConfigError(f"--ifar thresholds must be years >= 0, got {', '.join(map(str, bad))}")
+    if args.bootstrap < 0:
+        raise ConfigError(f"--bootstrap must be a number of resamplings >= 0, got {args.bootstrap}")
+    return run_vt(args.run, thresholds, bootstrap=args.bootstrap, out=args.out)
 
 
 def cmd_seal(args) -> int:

@@ -43,8 +43,8 @@ class GlitchSpec:
     f_low: float = 20.0  # low edge of the SNR integral (Hz)
 
     def __post_init__(self) -> None:
-        if not self.rate >= 0:
-            raise ConfigError(f"glitch rate must be >= 0 per second, got {self.rate}")
+        if not 0 <= self.rate < float("inf"):
+            raise ConfigError(f"--glitch-rate must be a finite number of glitches per second >= 0, got {self.rate}")
         bad = [k for k in self.kinds if k not in KINDS]
         if bad or not self.kinds:
             raise ConfigError(f"unknown glitch kind(s) {bad}; known: {', '.join(KINDS)}")
