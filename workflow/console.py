@@ -11,7 +11,8 @@ def summary_lines(summary: RunSummary) -> list[str]:
         f"results in {summary.out}/",
         f"  candidates.parquet  {m['counts']['candidates']} zero-lag candidates"
         f" (zero-lag livetime {m['livetime']['zero_lag_seconds']:.1f} s, background {m['livetime']['background_seconds']:.1f} s)",
-        f"  background.parquet  {m['counts']['background_events']} time-slide events ({m['background']['slides']} slides)",
+        f"  background.parquet  {m['counts']['background_events']} time-slide events ({m['background']['slides']} slides"
+        + (f" and {m['background']['deep_slides']} deep ones" if m["background"].get("deep_slides") else "") + ")",
         "  triggers.parquet, report.html, manifest.json, gates.parquet",
     ]
     cands = summary.reduced.candidates
