@@ -26,11 +26,13 @@ def n_louder(background: np.ndarray, stat: np.ndarray) -> np.ndarray:
     return bg.size - np.searchsorted(bg, np.asarray(stat, dtype=np.float64), side="left")
 
 
-def far_from_counts(count: np.ndarray, time: float) -> np.ndarray:
-    """FAR (Hz) from counts of louder background over ``time`` seconds, bounded below by ``1/time``."""
-    if time <= 0:
-        return np.full(np.shape(count), np.inf)
-    return np.maximum(np.asarray(count, dtype=np.float64), 1.0) / time
+def far_from_counts(count: np.ndarray, time) -> np.ndarray:
+    """FAR (Hz) from counts of louder background over ``time`` seconds (one value or one per count),
+    bounded below by ``1/time``; infinite where there is no background time."""
+    count = np.asarray(count, dtype=np.float64)
+    time = np.broadcast_to(np.asarray(time, dtype=np.float64), count.shape)
+    with np.errstate(divide="ignore"):
+        return np.where(time > 0, np.maximum(count, 1.0) / time, np.inf)
 
 
 def ifar_years(far: np.ndarray) -> np.ndarray:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gwbatch.background.far import ifar_years
+from gwbatch.background.far import far_from_counts, ifar_years, n_louder
 
 #: Fewest background events a tail fit uses; with fewer, FARs beyond the background are bounds.
 MIN_TAIL_EVENTS = 10
@@ -98,18 +98,12 @@ class FarResult:
     removed: int  # candidates removed hierarchically from the background
 
 
-def _louder(background: np.ndarray, stat: np.ndarray) -> np.ndarray:
-    bg = np.sort(background)
-    return bg.size - np.searchsorted(bg, stat, side="left")
-
-
 def _far(count: np.ndarray, stat: np.ndarray, time, fit: TailFit | None, fit_time: float = 0.0):
     """``(far, far_upper, kind)``: counted where ``count >= 1`` (over ``time``, per candidate or one
     value), else extrapolated by ``fit`` (over ``fit_time``) or the bound ``1 / time``."""
     count = np.asarray(count, dtype=np.float64)
     time = np.broadcast_to(np.asarray(time, dtype=np.float64), count.shape)
-    with np.errstate(divide="ignore"):
-        far = np.where(time > 0, np.maximum(count, 1.0) / time, np.inf)
+    far = far_from_counts(count, time)
     upper = far.copy()
     kind = np.where(count >= 1, "counted", "bound").astype(object)
     none = (count < 1) & (time > 0)
@@ -119,13 +113,8 @@ def _far(count: np.ndarray, stat: np.ndarray, time, fit: TailFit | None, fit_tim
         central = np.minimum(fit.n_louder(x) / fit_time, far[none])
         high = np.minimum(fit.n_louder(x, max(fit.slope - fit.slope_error, 0.0)) / fit_time, far[none])
         far[none], upper[none] = central, high
-        kind[np.flatnonzero(none)[(central < far_bound(time, none)) & (stat[none] <= limit)]] = "extrapolated"
+        kind[np.flatnonzero(none)[(central < 1.0 / time[none]) & (stat[none] <= limit)]] = "extrapolated"
     return far, upper, kind
-
-
-def far_bound(time, none) -> np.ndarray:
-    """``1 / time`` where ``none`` (the bound of a count of zero)."""
-    return 1.0 / np.broadcast_to(np.asarray(time, dtype=np.float64), none.shape)[none]
 
 
 @dataclass(frozen=True)
@@ -175,7 +164,7 @@ def assign_far(stat: np.ndarray, background: np.ndarray, links: pd.DataFrame, ti
     reaches_deep = stat >= deep.cut
     active, removal = hierarchical_removal(stat, bg, fg_link, bg_link, reaches_deep, is_deep) if hierarchical else (
         np.ones(bg.size, dtype=bool), np.zeros(stat.size, dtype=np.int64))
-    inclusive = _louder(bg[active & ~is_deep], stat) + np.where(reaches_deep, _louder(bg[active & is_deep], stat), 0)
+    inclusive = n_louder(bg[active & ~is_deep], stat) + np.where(reaches_deep, n_louder(bg[active & is_deep], stat), 0)
     own = np.zeros(stat.size, dtype=np.int64)
     mine = active[bg_link] & (bg[bg_link] >= stat[fg_link]) & (reaches_deep[fg_link] | ~is_deep[bg_link])
     np.add.at(own, fg_link[mine], 1)
@@ -189,7 +178,7 @@ def assign_far(stat: np.ndarray, background: np.ndarray, links: pd.DataFrame, ti
         fit, fit_time = fit_tail(bg[active & ~is_deep], tail), time
     far, far_upper, kind = _far(inclusive, stat, used, fit, fit_time)
     far_excl, _, kind_excl = _far(exclusive, stat, used, fit, fit_time)
-    plain = _louder(base, stat) + np.where(reaches_deep, _louder(np.asarray(deep.stat, np.float64), stat), 0)
+    plain = n_louder(base, stat) + np.where(reaches_deep, n_louder(np.asarray(deep.stat, np.float64), stat), 0)
     plain_far, _, _ = _far(plain, stat, used, None)
     columns = pd.DataFrame({
         "n_louder": inclusive, "n_louder_exclusive": exclusive,
