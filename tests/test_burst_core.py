@@ -503,7 +503,7 @@ def test_burst_chunk_recovers_a_sine_gaussian():
         cuts=SkyLoopCuts(float(chi2.isf(0.1, 6)), float(chi2.isf(0.1, 4)), 0.33, 1.0),
         rho_min=5.0, cc_min=0.5, n_trials=4, step=int(FS), cluster=int(0.1 * FS), sky_order=4,
         skymap_threshold=8.0, temperature=1.0)
-    events, skymaps, livetime = burst_chunk(net, settings)
+    events, skymaps, livetime, _ = burst_chunk(net, settings)
 
     zero = events[events["trial"] == 0]
     assert len(zero) == 1, zero

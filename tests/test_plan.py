@@ -53,9 +53,12 @@ def test_too_many_slides(small_store):
         make_plan(campaign(small_store, background={"slides": 300}), read_meta(small_store))
 
 
-def test_deep_slides_count_in_the_ring_and_only_where_slides_span_the_data(small_store):
+def test_deep_slides_count_in_the_ring(small_store):
     meta = read_meta(small_store)
     with pytest.raises(ConfigError, match="more than the analysed span"):
         make_plan(campaign(small_store, background={"slides": 10, "deep_slides": 300}), meta)
-    with pytest.raises(ConfigError, match="background.deep_slides \\(5\\).*burst search runs its trials within each chunk"):
-        make_plan(campaign(small_store, search={"kind": "burst", "f_high": 256.0}, background={"slides": 2, "deep_slides": 5}), meta)
+    # trials within a chunk: base and deep together must fit the shortest chunk
+    burst = {"kind": "burst", "f_high": 256.0}
+    assert make_plan(campaign(small_store, search=burst, background={"slides": 2, "deep_slides": 5}), meta).n_slides == 2
+    with pytest.raises(ConfigError, match="shortest chunk"):
+        make_plan(campaign(small_store, search=burst, background={"slides": 2, "deep_slides": 500}), meta)

@@ -239,11 +239,13 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "method": bg.method,
             "slides": plan.n_slides,
             "deep_slides": campaign.background.deep_slides if plan.n_slides else 0,
+            "deep_cut": bg.deep_cut if bg.deep_cut is not None and np.isfinite(bg.deep_cut) else None,
             "slide_step": plan.slide_step,
             "far_convention": FAR_CONVENTION,
             "far_bound_hz": (1.0 / bg.background_time) if bg.background_time > 0 else None,
             "far_bound_per_year": (SECONDS_PER_YEAR / bg.background_time) if bg.background_time > 0 else None,
-            # the largest IFAR the background can state by counting (1 / the bound)
+            # the largest IFAR the background can state by counting (1 / the bound); the tail fit's
+            # own reach (extrapolated) is tail_fit.ifar_reach_years
             "ifar_reach_years": bg.background_time / SECONDS_PER_YEAR,
             "far_tail": campaign.background.far_tail,
             "tail_fit": bg.fit.summary() if bg.fit is not None else None,

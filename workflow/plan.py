@@ -205,9 +205,6 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     reach = float(travel.max()) + campaign.coincidence.window + 2.0 * search.max_uncertainty(settings)
     n_slides = campaign.background.slides if (campaign.coincidence.min_ifos > 1 and len(ifos) > 1) else 0
     deep = campaign.background.deep_slides if n_slides else 0
-    if deep and search.slides_in_chunks:
-        raise ConfigError(f"background.deep_slides ({deep}) is for searches whose slides span the whole analysed "
-                          f"span; the {campaign.search.kind} search runs its trials within each chunk: set it to 0")
     check_slides(len(ifos), n_slides + deep, campaign.background.slide_step, ring, reach,
                  "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span")
     host, work = task_memory(search, settings, max(c.read_stop - c.read_start for c in chunks), len(ifos))

@@ -32,6 +32,7 @@ class BackgroundResult:
     method: str
     fit: TailFit | None = None  # the background's tail fit (gwbatch.background.significance)
     removed: int = 0  # zero-lag candidates removed hierarchically from the background
+    deep_cut: float | None = None  # deep slides' events are kept at or above this rank (None: no deep slides)
 
     @property
     def foreground_time(self) -> float:
@@ -167,7 +168,8 @@ def estimate_background(
     method = f"time slides: {n_slides} circular slides of {slide_step:g} s x detector position"
     if deep_slides:
         method += f", and {deep_slides} more keeping events ranked >= {deep.cut:.4g}"
-    return BackgroundResult(fg, bg, shifts, livetime, method, sig.fit, sig.removed)
+    return BackgroundResult(fg, bg, shifts, livetime, method, sig.fit, sig.removed,
+                            deep.cut if deep is not None else None)
 
 
 def shared_triggers(fg: pd.DataFrame, bg: pd.DataFrame, member_cols: list[str]) -> pd.DataFrame:

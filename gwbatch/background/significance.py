@@ -36,7 +36,7 @@ negligible part of it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -63,15 +63,24 @@ class TailFit:
     slope: float  # maximum-likelihood exponential slope
     slope_error: float  # its standard error, slope / sqrt(count)
     loudest: float  # the loudest event fitted
+    livetime: float = 0.0  # seconds of the background fitted (set by assign_far)
 
     def n_louder(self, stat, slope: float | None = None) -> np.ndarray:
         slope = self.slope if slope is None else slope
         return self.count * np.exp(-slope * (np.asarray(stat, dtype=np.float64) - self.threshold))
 
+    @property
+    def limit(self) -> float:
+        """The loudest statistic the fit is trusted to (:data:`EXTRAPOLATION_EFOLDS` past its loudest event)."""
+        return self.loudest + EXTRAPOLATION_EFOLDS / self.slope
+
     def summary(self) -> dict:
+        """The fit, and the largest IFAR it can state (at :attr:`limit`; years, None without a livetime)."""
+        floor = float(self.n_louder(self.limit)) / self.livetime if self.livetime > 0 else 0.0
         return {"threshold": self.threshold, "events": self.count, "slope": self.slope,
-                "slope_error": self.slope_error, "loudest": self.loudest,
-                "extrapolated_up_to": self.loudest + EXTRAPOLATION_EFOLDS / self.slope}
+                "slope_error": self.slope_error, "loudest": self.loudest, "extrapolated_up_to": self.limit,
+                "livetime_seconds": self.livetime,
+                "ifar_reach_years": float(ifar_years(floor)) if floor > 0 else None}
 
 
 def fit_tail(background: np.ndarray, tail: int) -> TailFit | None:
@@ -108,7 +117,7 @@ def _far(count: np.ndarray, stat: np.ndarray, time, fit: TailFit | None, fit_tim
     kind = np.where(count >= 1, "counted", "bound").astype(object)
     none = (count < 1) & (time > 0)
     if fit is not None and fit_time > 0 and none.any():
-        limit = fit.loudest + EXTRAPOLATION_EFOLDS / fit.slope
+        limit = fit.limit
         x = np.minimum(stat[none], limit)
         central = np.minimum(fit.n_louder(x) / fit_time, far[none])
         high = np.minimum(fit.n_louder(x, max(fit.slope - fit.slope_error, 0.0)) / fit_time, far[none])
@@ -176,6 +185,7 @@ def assign_far(stat: np.ndarray, background: np.ndarray, links: pd.DataFrame, ti
     fit, fit_time = fit_tail(bg[active & (is_deep | (bg >= deep.cut))], tail) if deep.time > 0 else None, deep_time
     if fit is None:
         fit, fit_time = fit_tail(bg[active & ~is_deep], tail), time
+    fit = None if fit is None else replace(fit, livetime=float(fit_time))
     far, far_upper, kind = _far(inclusive, stat, used, fit, fit_time)
     far_excl, _, kind_excl = _far(exclusive, stat, used, fit, fit_time)
     plain = n_louder(base, stat) + np.where(reaches_deep, n_louder(np.asarray(deep.stat, np.float64), stat), 0)

@@ -12,6 +12,13 @@ every chunk together is one time slide of the whole campaign, so the FAR convent
 - exclusive: trial events whose pivot trigger is one of the candidate's own (same pivot detector,
   within the cluster window of the candidate's time there) are removed: the candidate's own data
   cannot be its own background.
+
+**Deep trials** (``background.deep_slides``): trials ``K + 1 ... K + D`` after the ``K`` base ones,
+on the same ring of the chunk, whose events are kept only at or above a rank cut.  Each chunk sets
+its own cut from its base trials (:func:`deep_trial_cut`) and reports it; the campaign's cut is the
+largest chunk cut, above which every chunk's deep events are complete
+(:func:`chunk_trials_significance`), and the FARs of candidates at or above it count the deep events
+over the deep trials' livetime as well (:class:`gwbatch.background.significance.DeepBackground`).
 """
 
 from __future__ import annotations
@@ -19,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gwbatch.background import BackgroundResult
-from gwbatch.background.significance import assign_far
+from gwbatch.background import BackgroundResult, deep_cut
+from gwbatch.background.significance import DeepBackground, assign_far
 from gwbatch.background.slides import slide_shifts
 from gwbatch.candidates.coincidence import cluster_in_time
 from gwbatch.gpstime import GPSTime, sample_times
@@ -48,25 +55,53 @@ def own_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ..
     return pd.concat(pairs, ignore_index=True)
 
 
+def deep_trial_cut(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float,
+                   tail: int) -> float:
+    """The rank above which one chunk keeps its deep trials' events: :func:`~gwbatch.background.deep_cut`
+    (the ``tail + 1``-th loudest) of its base trial events, leaving out those linked to a zero-lag
+    event at least as loud (:func:`own_trials`): a loud candidate's own trials are the events
+    hierarchical removal takes out, and would set the cut above the noise's tail."""
+    rank = trials["rank"].to_numpy(np.float64)
+    links = own_trials(zero_lag.reset_index(drop=True), trials.reset_index(drop=True), ifos, window)
+    fg, bg = links["fg"].to_numpy(np.int64), links["bg"].to_numpy(np.int64)
+    louder = bg[zero_lag["rank"].to_numpy(np.float64)[fg] >= rank[bg]]
+    return deep_cut(np.delete(rank, np.unique(louder)), tail)
+
+
 def trial_background(zero_lag: pd.DataFrame, trials: pd.DataFrame, livetime: np.ndarray, *,
                      ifos: tuple[str, ...], step: float, window: float, tail: int = 0,
-                     hierarchical: bool = False) -> BackgroundResult:
+                     hierarchical: bool = False, n_base: int | None = None,
+                     cut: float = -np.inf) -> BackgroundResult:
     """Zero-lag events with FARs against the trial events
     (:func:`gwbatch.background.significance.assign_far`; ``tail`` and ``hierarchical`` as there).
 
     ``livetime``: per trial (s), ``[0]`` zero lag; ``step``: trial step (s); ``window``: the pivot
-    window (samples) that links a trial event to a zero-lag event's own trigger.
+    window (samples) that links a trial event to a zero-lag event's own trigger.  ``n_base``: the
+    base trials (default: all); trials after them are deep, their events all ranked at least
+    ``cut`` (module docstring).
     """
     zero_lag = zero_lag.reset_index(drop=True)
-    sig = assign_far(zero_lag["rank"].to_numpy(), trials["rank"].to_numpy(),
-                     own_trials(zero_lag, trials, ifos, window), float(np.sum(livetime[1:])),
-                     tail=tail, hierarchical=hierarchical)
-    fg = pd.concat([zero_lag.drop(columns=[c for c in sig.columns.columns if c in zero_lag]), sig.columns], axis=1)
     n_trials = len(livetime) - 1
+    n_base = n_trials if n_base is None else int(n_base)
+    trials = trials.reset_index(drop=True)
+    is_deep = trials["trial"].to_numpy() > n_base
+    base, extra = trials[~is_deep].reset_index(drop=True), trials[is_deep].reset_index(drop=True)
+    deep = None
+    if n_trials > n_base:
+        deep = DeepBackground(extra["rank"].to_numpy(np.float64), own_trials(zero_lag, extra, ifos, window),
+                              float(np.sum(livetime[n_base + 1:])), float(cut))
+    sig = assign_far(zero_lag["rank"].to_numpy(), base["rank"].to_numpy(),
+                     own_trials(zero_lag, base, ifos, window), float(np.sum(livetime[1:n_base + 1])),
+                     tail=tail, hierarchical=hierarchical, deep=deep)
+    fg = pd.concat([zero_lag.drop(columns=[c for c in sig.columns.columns if c in zero_lag]), sig.columns], axis=1)
     shifts = slide_shifts(len(ifos), n_trials, step, np.inf) if n_trials else np.zeros((1, len(ifos)))
-    method = (f"time-shifted trials: {n_trials} per chunk, detector j moved by k x {step:g} s x j in trial k, "
+    method = (f"time-shifted trials: {n_base} per chunk, detector j moved by k x {step:g} s x j in trial k, "
               f"wrapped within each chunk")
-    return BackgroundResult(fg, trials, shifts, np.asarray(livetime, dtype=np.float64), method, sig.fit, sig.removed)
+    if deep is not None:
+        method += f", and {n_trials - n_base} more keeping events ranked >= {deep.cut:.4g}"
+    return BackgroundResult(fg, pd.concat([base, extra], ignore_index=True), shifts,
+                            np.asarray(livetime, dtype=np.float64), method, sig.fit, sig.removed,
+                            deep.cut if deep is not None else None)
 
 
 def gather_chunk_events(results: list, t0: GPSTime, sample_rate: float):
@@ -90,15 +125,28 @@ def gather_chunk_events(results: list, t0: GPSTime, sample_rate: float):
 
 def chunk_trials_significance(results: list, *, t0: GPSTime, sample_rate: float, ifos: tuple[str, ...],
                               reference: str, cluster_window: float, step: float, window: int, tail: int = 0,
-                              hierarchical: bool = False):
+                              hierarchical: bool = False, n_base: int | None = None):
     """Significance of a search whose chunks run their own trials: every chunk's zero-lag events,
     clustered across chunk edges on their ``reference`` column (store samples) within
     ``cluster_window`` s, with FARs against every chunk's trial events (:func:`trial_background`;
     ``step``: the trial step, s; ``window``: the exclusive FAR's pivot window, samples; ``tail``,
-    ``hierarchical``: :func:`gwbatch.background.significance.assign_far`'s).  Returns
-    ``(BackgroundResult, trial events, skymaps)``."""
+    ``hierarchical``: :func:`gwbatch.background.significance.assign_far`'s).  ``n_base``: the base
+    trials when the chunks also ran deep ones: their events are kept at or above the largest cut a
+    chunk reported (its ``deep_cut`` array).  Returns ``(BackgroundResult, trial events, skymaps)``."""
     zero, trials, skymaps, livetime = gather_chunk_events(results, t0, sample_rate)
     keep = cluster_in_time(zero[reference].to_numpy(np.float64), zero["rank"].to_numpy(), cluster_window * sample_rate)
     zero = zero[keep].reset_index(drop=True)
-    return (trial_background(zero, trials, livetime, ifos=ifos, step=step, window=window, tail=tail,
-                             hierarchical=hierarchical), trials, skymaps)
+    cut = -np.inf
+    if n_base is not None and len(livetime) - 1 > n_base:
+        cut = campaign_deep_cut(results)
+        deep = trials["trial"].to_numpy() > n_base
+        trials = trials[~deep | (trials["rank"].to_numpy() >= cut)].reset_index(drop=True)
+    bg = trial_background(zero, trials, livetime, ifos=ifos, step=step, window=window, tail=tail,
+                          hierarchical=hierarchical, n_base=n_base, cut=cut)
+    return bg, bg.background, skymaps
+
+
+def campaign_deep_cut(results: list) -> float:
+    """The largest of the chunks' deep-trial cuts: every chunk kept all its deep events at or above it."""
+    cuts = [float(np.max(r.arrays["deep_cut"])) for r in results if np.size(r.arrays.get("deep_cut", ())) > 0]
+    return max(cuts) if cuts else -np.inf

@@ -35,6 +35,7 @@ import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.background.slides import trial_livetimes
+from gwbatch.background.trials import deep_trial_cut
 from gwbatch.burst.clusters import (
     best_level_pixels,
     black_pixels,
@@ -77,6 +78,8 @@ class BurstSettings:
     sky_order: int
     skymap_threshold: float
     temperature: float
+    n_deep: int = 0  # deep lags after the n_trials base ones (events kept above the chunk's cut)
+    deep_tail: int = 100  # the chunk's cut: the (deep_tail + 1)-th loudest base lag event
 
 
 @dataclass(frozen=True)
@@ -169,9 +172,11 @@ def _lag_shifts(n_det: int, n_trials: int, step: int, width: int) -> np.ndarray:
 
 
 def burst_chunk(net: BurstNetwork, settings: BurstSettings):
-    """``(events, skymaps, livetime)`` of one chunk (module docstring): one row per event of every
-    lag, zero-lag skymaps ``(E, S)`` float32 (row ``skymap`` of the table, ``-1`` without), and the
-    livetime of every lag (s)."""
+    """``(events, skymaps, livetime, cut)`` of one chunk (module docstring): one row per event of
+    every lag, zero-lag skymaps ``(E, S)`` float32 (row ``skymap`` of the table, ``-1`` without),
+    the livetime of every lag (s), and the rank at and above which the deep lags' events are kept
+    (:func:`gwbatch.background.trials.deep_trial_cut` of the base lags; ``-inf`` without deep lags).
+    Deep lags cost as much as base ones: only their events are cut."""
     xp = array_namespace(net.x[0])
     fs, n_det = net.sample_rate, len(net.ifos)
     levels = resolutions(fs, settings.bandwidths, settings.f_low, settings.f_high)
@@ -196,13 +201,18 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
         fvalid.append(fv)
     zero = [(sum(e), _all(f)) for e, f in zip(energy, fvalid)]
     thresholds = [threshold(e, v, settings.bpp) for e, v in zero]
-    shifts = _lag_shifts(n_det, settings.n_trials, settings.step, width)
+    n_all = settings.n_trials + settings.n_deep
+    shifts = _lag_shifts(n_det, n_all, settings.step, width)
     host_valid = [to_host(v).astype(bool) for v in net.valid]
-    livetime = trial_livetimes([v[net.own[0]:net.own[1]] for v in host_valid], settings.n_trials, settings.step,
+    livetime = trial_livetimes([v[net.own[0]:net.own[1]] for v in host_valid], n_all, settings.step,
                                fs, n_det)
     own = (net.own[0] - lo, net.own[1] - lo)
-    rows, maps = [], []
-    for lag in range(settings.n_trials + 1):
+    rows, maps, deep, cut = [], [], [], -np.inf
+    for lag in range(n_all + 1):
+        if lag == settings.n_trials + 1:  # the base lags are done: the chunk's cut for the deep ones
+            base = _cluster_lags(pd.DataFrame(rows) if rows else _empty_events(net.ifos), settings.cluster)
+            is_zero = base["trial"].to_numpy() == 0
+            cut = deep_trial_cut(base[is_zero], base[~is_zero], net.ifos, settings.cluster, settings.deep_tail)
         rolled = []
         for r, res in enumerate(levels):
             frames = [-int(s) // res.hop for s in shifts[lag]]
@@ -222,16 +232,21 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
         mine = ok[cluster]
         px, cluster, centre = px.take(np.flatnonzero(mine)), cluster[mine], centre[mine]
         _, cluster = np.unique(cluster, return_inverse=True)
-        rows += _lag_events(lag, px, cluster, centre, levels, x_up, shifts[lag], n_delay, table, net, settings,
+        found = _lag_events(lag, px, cluster, centre, levels, x_up, shifts[lag], n_delay, table, net, settings,
                             own, lo, width, grid, maps)
-    events = pd.DataFrame(rows) if rows else _empty_events(net.ifos)
-    events = _cluster_lags(events, settings.cluster)
+        if lag <= settings.n_trials:
+            rows += found
+        elif found:  # a deep lag: its clustered events at or above the cut
+            lag_events = _cluster_lags(pd.DataFrame(found), settings.cluster)
+            deep.append(lag_events[lag_events["rank"].to_numpy() >= cut])
+    events = _cluster_lags(pd.DataFrame(rows) if rows else _empty_events(net.ifos), settings.cluster)
+    events = pd.concat([events, *deep], ignore_index=True) if deep else events
     used = np.unique(events["skymap"].to_numpy()[events["skymap"].to_numpy() >= 0])
     remap = np.full(len(maps) + 1, -1, np.int64)
     remap[used] = np.arange(used.size)
     events["skymap"] = remap[events["skymap"].to_numpy()]
     skymaps = np.stack([maps[i] for i in used]) if used.size else np.zeros((0, grid.size), np.float32)
-    return events, skymaps, livetime
+    return events, skymaps, livetime, cut
 
 
 def _all(masks: list):

@@ -22,6 +22,11 @@ as pivot:
    (the same instant for every pivot in a given slide) is kept.
 5. **Skymaps** for zero-lag events ranked at least the threshold
    (:func:`gwbatch.sky.skymap.posterior` over the whole grid).
+6. **Deep trials** (``n_deep``): trials ``K + 1 ... K + n_deep`` from the same sky maximum kernel,
+   each kept only where it reaches the chunk's cut (:func:`gwbatch.background.trials.deep_trial_cut`
+   of the base trials seen so far, which only ever rises; the rank never exceeds the coherent SNR,
+   so steps 2-3 run only where the sky maximum reaches it).  The chunk reports the highest cut it
+   applied: above it its deep events are complete.
 
 Trial livetimes come from the detectors' analysed segments on the chunk's own samples, shifted
 the same way (:func:`gwbatch.background.slides.slide_livetimes`).
@@ -36,10 +41,11 @@ import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.background.slides import trial_livetimes
+from gwbatch.background.trials import deep_trial_cut
 from gwbatch.candidates.coincidence import cluster_in_time
 from gwbatch.coherent.network import coherent_sky_table
-from gwbatch.coherent.stage import coherent_events
-from gwbatch.coherent.statistic import at_directions
+from gwbatch.coherent.stage import events_at
+from gwbatch.coherent.statistic import at_directions, sky_argmax
 from gwbatch.sky.grid import sky_grid
 from gwbatch.sky.network import network_geometry
 from gwbatch.sky.skymap import posterior
@@ -62,6 +68,8 @@ class CoherentSettings:
     ifo_snr: float  # an event needs min_ifos detectors at least this loud
     min_ifos: int
     batch: int  # most templates per pass
+    n_deep: int = 0  # deep trials after the n_trials base ones (events kept above the chunk's cut)
+    deep_tail: int = 100  # the chunk's cut: the (deep_tail + 1)-th loudest base trial event
 
 
 @dataclass(frozen=True)
@@ -122,9 +130,10 @@ def _margin(net: ChunkNetwork, offsets: np.ndarray) -> int:
 
 
 def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: CoherentSettings):
-    """``(events, skymaps, livetime)`` of one chunk (module docstring): the clustered events of
-    every trial as a table, the skymaps of zero-lag events ``(E, P)`` float32 (row ``skymap`` of
-    the table, ``-1`` without one) and the livetime of every trial (s)."""
+    """``(events, skymaps, livetime, cut)`` of one chunk (module docstring): the clustered events
+    of every trial as a table, the skymaps of zero-lag events ``(E, P)`` float32 (row ``skymap`` of
+    the table, ``-1`` without one), the livetime of every trial (s), and the rank at and above
+    which the deep trials' events are all kept (``-inf`` without deep trials: all are)."""
     n_det, fs = len(net.ifos), net.sample_rate
     xp = array_namespace(net.x[0])
     grid = sky_grid(settings.sky_order)
@@ -138,7 +147,8 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
         raise RuntimeError(f"chunk halo too short for the coherent stage: needs {pad} samples either side")
     window = (lo, hi - lo)
     host_valid = [to_host(v).astype(bool) for v in net.valid]
-    livetime = trial_livetimes([v[net.own[0]:net.own[1]] for v in host_valid], settings.n_trials, settings.step, fs,
+    n_base, n_all = settings.n_trials, settings.n_trials + settings.n_deep
+    livetime = trial_livetimes([v[net.own[0]:net.own[1]] for v in host_valid], n_all, settings.step, fs,
                                settings.min_ifos)
     cands = pivot_candidates(triggers, net.ifos, settings.candidate_window)
     cands = cands.assign(sample=cands["merger"].to_numpy() - net.read_start)
@@ -149,7 +159,8 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
     per_template = 2 * n_det * n * 8  # the filter output and its aligned copy
     budget = SERIES_BUDGET["numpy" if xp is np else "cupy"]
     batch = int(max(1, min(settings.batch, budget // per_template)))
-    parts, maps = [], []
+    ref = f"sample_{net.ifos[0]}"
+    parts, deep_parts, maps, cut = [], [], [], -np.inf
     for first in range(0, unique.size, batch):
         templates = unique[first:first + batch]
         snr = xp.stack([aligned_snr(net.x[j], net.valid[j], net.banks[j], templates, net.read_start) for j in range(n_det)])
@@ -158,15 +169,16 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
         slot = np.searchsorted(templates, mine["template"].to_numpy())
         sample = mine["sample"].to_numpy(np.int64)
         pivot = mine["pivot"].to_numpy(np.int64)
-        ev = coherent_events(snr, autocorr, slot, sample, pivot, table, n_trials=settings.n_trials,
-                             step=settings.step, window=window)
+        rho_c2, pixel = sky_argmax(snr, slot, sample, pivot, table, n_all, settings.step, window)
+        trial = xp.broadcast_to(xp.arange(n_base + 1)[None, :], (slot.size, n_base + 1))
+        ev = events_at(snr, autocorr, slot, sample, pivot, table, pixel[:, :n_base + 1], trial, settings.step, window)
         frame = _event_rows(ev, mine, net, geometry.delays, grid, host_valid)
         loud = np.flatnonzero(ev.rank[:, 0] >= settings.skymap_threshold)
         if loud.size:
             full = at_directions(snr, slot[loud], sample[loud], pivot[loud], table,
                                  xp.arange(grid.size)[None, :], 0, window=window)
-            rho_c2 = to_host(full.rho_c2)
-            maps += [posterior(r, settings.temperature).astype(np.float32) for r in rho_c2]
+            rho_c2_sky = to_host(full.rho_c2)
+            maps += [posterior(r, settings.temperature).astype(np.float32) for r in rho_c2_sky]
             marker = np.full(len(frame), -1, np.int64)
             zero = np.flatnonzero(frame["trial"].to_numpy() == 0)
             marker[zero[loud]] = len(maps) - loud.size + np.arange(loud.size)
@@ -174,18 +186,44 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
         else:
             frame["skymap"] = -1
         parts.append(frame)
-    events = pd.concat(parts, ignore_index=True) if parts else _empty_events(net.ifos)
-    events = _cluster_trials(events, settings, f"sample_{net.ifos[0]}")
+        if settings.n_deep:
+            seen = _cluster_trials(pd.concat(parts, ignore_index=True), settings, ref)
+            is_zero = seen["trial"].to_numpy() == 0
+            cut = max(cut, deep_trial_cut(seen[is_zero], seen[~is_zero], net.ifos, settings.cluster, settings.deep_tail))
+            deep_parts.append(_deep_rows(snr, autocorr, slot, sample, pivot, table, rho_c2, pixel, mine, net,
+                                         geometry.delays, grid, host_valid, settings, window, cut))
+    events = pd.concat(parts + deep_parts, ignore_index=True) if parts else _empty_events(net.ifos)
+    events = _cluster_trials(events, settings, ref)
+    events = events[(events["trial"].to_numpy() <= n_base) | (events["rank"].to_numpy() >= cut)].reset_index(drop=True)
     used = np.unique(events["skymap"].to_numpy()[events["skymap"].to_numpy() >= 0])
     remap = np.full(len(maps) + 1, -1, np.int64)  # the extra last entry maps "no skymap" (-1) to -1
     remap[used] = np.arange(used.size)
     events["skymap"] = remap[events["skymap"].to_numpy()]
     skymaps = np.stack([maps[i] for i in used]) if used.size else np.zeros((0, grid.size), np.float32)
-    return events, skymaps, livetime
+    return events, skymaps, livetime, (cut if settings.n_deep else -np.inf)
 
 
-def _event_rows(ev, cands: pd.DataFrame, net: ChunkNetwork, delays: np.ndarray, grid, valid: list[np.ndarray]) -> pd.DataFrame:
-    """One row per (candidate, trial): the statistics at the sky maximum, store samples read."""
+def _deep_rows(snr, autocorr, slot, sample, pivot, table, rho_c2, pixel, cands, net, delays, grid, valid,
+               settings: CoherentSettings, window, cut: float) -> pd.DataFrame:
+    """The events of the deep trials whose sky maximum reaches ``cut`` (the rank is at most the
+    coherent SNR), ranked at least ``cut``, without skymaps."""
+    xp = array_namespace(snr)
+    floor = max(cut, 0.0) ** 2
+    c, k = (to_host(a) for a in xp.nonzero(rho_c2[:, settings.n_trials + 1:] >= floor))
+    k = k + settings.n_trials + 1
+    if c.size == 0:
+        return _empty_events(net.ifos)
+    index = xp.asarray(c)
+    ev = events_at(snr, autocorr, slot[c], sample[c], pivot[c], table, pixel[index, xp.asarray(k)][:, None],
+                   xp.asarray(k)[:, None], settings.step, window)
+    frame = _event_rows(ev, cands.iloc[c], net, delays, grid, valid, trials=k[:, None]).assign(skymap=-1)
+    return frame[frame["rank"].to_numpy() >= cut]
+
+
+def _event_rows(ev, cands: pd.DataFrame, net: ChunkNetwork, delays: np.ndarray, grid, valid: list[np.ndarray],
+                trials: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per (candidate, trial): the statistics at the sky maximum, store samples read
+    (``trials``: ``(C, T)`` trial numbers, default ``0 ... T - 1`` for every candidate)."""
     n_cand, n_trial = ev.rho_c.shape
     flat = lambda a: np.asarray(a).reshape(n_cand * n_trial, *np.shape(a)[2:])  # noqa: E731
     pivot = np.repeat(cands["pivot"].to_numpy(np.int64), n_trial)
@@ -195,7 +233,7 @@ def _event_rows(ev, cands: pd.DataFrame, net: ChunkNetwork, delays: np.ndarray, 
     pivot_index = index[np.arange(index.shape[0]), pivot]
     geocent = pivot_index - delays[pixel, pivot] * net.sample_rate + net.read_start
     cols = {
-        "trial": np.tile(np.arange(n_trial), n_cand),
+        "trial": (np.tile(np.arange(n_trial), n_cand) if trials is None else np.asarray(trials).ravel()).astype(np.int64),
         "candidate": np.repeat(cands.index.to_numpy(np.int64), n_trial),
         "pivot": pivot,
         "template": np.repeat(cands["template"].to_numpy(np.int64), n_trial),

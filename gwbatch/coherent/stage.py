@@ -62,10 +62,18 @@ def coherent_events(snr, autocorr, slot, sample, pivot, table: SkyTable, *, n_tr
     """
     xp = array_namespace(snr)
     _, pixel = sky_argmax(snr, slot, sample, pivot, table, n_trials, step, window)  # host pivots stay on the host
+    trial = xp.broadcast_to(xp.arange(n_trials + 1)[None, :], pixel.shape)
+    return events_at(snr, autocorr, slot, sample, pivot, table, pixel, trial, step, window)
+
+
+def events_at(snr, autocorr, slot, sample, pivot, table: SkyTable, pixel, trial, step: int,
+              window: tuple[int, int]) -> CoherentEvents:
+    """Steps 2-3 for candidates ``(slot, sample, pivot)`` at sky directions ``pixel`` in trials
+    ``trial`` (both ``(C, T)``, on the backend of ``snr``): the events, each array ``(C, T)``."""
+    xp = array_namespace(snr)
     slot = xp.asarray(slot, dtype=xp.int64)
     sample = xp.asarray(sample, dtype=xp.int64)
     pivot = xp.asarray(pivot, dtype=xp.int64)
-    trial = xp.broadcast_to(xp.arange(n_trials + 1)[None, :], pixel.shape)
     at = at_directions(snr, slot, sample, pivot, table, pixel, trial, step, window)  # once, in float64
     n_det = snr.shape[0]
     rows = xp.broadcast_to(slot[:, None], pixel.shape).ravel()

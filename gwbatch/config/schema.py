@@ -279,8 +279,8 @@ class BackgroundConfig(StrictModel):
     slide_step: float = Field(1.0, gt=0, le=86400, description="shift step (s); detector j moves by k·step·j in slide k")
     deep_slides: int = Field(0, ge=0, le=10_000_000, description=(
         "further slides after `slides` that keep only background events ranked at or above the base background's "
-        "tail-fit threshold: a deep background for the loud candidates at a fraction of the cost (searches whose "
-        "slides span the whole analysed span: the pulse search)"))
+        "tail-fit threshold: a deep background for the loud candidates (pulse: slides of the whole span; spiir: "
+        "coherent trials within each chunk, a small cost; burst: lags within each chunk, each as dear as a base one)"))
     far_tail: int = Field(100, ge=0, le=10_000_000, description=(
         "loudest background events fitted with an exponential; a candidate louder than all background gets its "
         "FAR extrapolated from the fit (0: no fit, such FARs are the bound 1/T_bg)"))

@@ -140,6 +140,7 @@ def chunk_settings(search, network: NetworkSettings, n_ifos: int, sample_rate: f
         rho_min=search.rho_min, cc_min=search.cc_min, n_trials=network.slides,
         step=int(round(network.slide_step * sample_rate)), cluster=int(round(network.cluster_window * sample_rate)),
         sky_order=search.sky_order, skymap_threshold=search.skymap_threshold, temperature=search.skymap_temperature,
+        n_deep=network.deep_slides, deep_tail=network.far_tail,
     )
 
 
@@ -229,9 +230,9 @@ class BurstSearch:
                     own=kept[0].own, sample_rate=fs,
                     gps=float(sample_times(GPSTime.parse(task.store.t0), 0.5 * (spec.start + spec.stop), fs)),
                 )
-                events, skymaps, livetime = burst_chunk(net, settings.chunk)
+                events, skymaps, livetime, cut = burst_chunk(net, settings.chunk)
         return run.result(TRIGGER_COLUMNS, {"events": events.assign(chunk=spec.index)},
-                          {"skymaps": skymaps, "livetime": livetime})
+                          {"skymaps": skymaps, "livetime": livetime, "deep_cut": np.array([cut])})
 
     def merge_triggers(self, settings: BurstSearchSettings, triggers: pd.DataFrame, t0,
                        sample_rate: float) -> pd.DataFrame:
@@ -245,7 +246,8 @@ class BurstSearch:
         bg, lags, skymaps = chunk_trials_significance(
             reduction.results, t0=t0, sample_rate=fs, ifos=ifos, reference="geocent_sample",
             cluster_window=settings.network.cluster_window, step=step, window=settings.chunk.cluster,
-            tail=settings.network.far_tail, hierarchical=settings.network.hierarchical_removal)
+            tail=settings.network.far_tail, hierarchical=settings.network.hierarchical_removal,
+            n_base=settings.chunk.n_trials)
         candidates, named = burst_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
         return Significance(bg, candidates, burst_background_table(lags, ifos, t0, fs, step), named)
 

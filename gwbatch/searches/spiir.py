@@ -230,7 +230,7 @@ class SpiirSearch:
             cluster=network.cluster_window * sample_rate, candidate_window=search.cluster_window * sample_rate,
             sky_order=search.coherent.sky_order, skymap_threshold=search.coherent.skymap_threshold,
             temperature=search.coherent.skymap_temperature, ifo_snr=search.coherent.ifo_snr,
-            min_ifos=network.min_ifos, batch=search.batch,
+            min_ifos=network.min_ifos, batch=search.batch, n_deep=network.deep_slides, deep_tail=network.far_tail,
         )
         return SpiirSettings(
             sample_rate=sample_rate, ifos=tuple(ifos), bank=str(search.bank), placement_psd=search.placement_psd,
@@ -415,9 +415,9 @@ class SpiirSearch:
                     read_start=spec.read_start, own=kept[0].own, sample_rate=fs,
                     gps=float(sample_times(GPSTime.parse(task.store.t0), 0.5 * (spec.start + spec.stop), fs)),
                 )
-                events, skymaps, livetime = coherent_chunk(net, triggers, settings.coherent)
+                events, skymaps, livetime, cut = coherent_chunk(net, triggers, settings.coherent)
         return run.result(TRIGGER_COLUMNS, {"events": events.assign(chunk=spec.index)},
-                          {"skymaps": skymaps, "livetime": livetime})
+                          {"skymaps": skymaps, "livetime": livetime, "deep_cut": np.array([cut])})
 
     def merge_triggers(self, settings: SpiirSettings, triggers: pd.DataFrame, t0, sample_rate: float) -> pd.DataFrame:
         """Cluster each (detector, template)'s triggers over the whole span, as each chunk did (a
@@ -443,7 +443,8 @@ class SpiirSearch:
         bg, trials, skymaps = chunk_trials_significance(
             reduction.results, t0=t0, sample_rate=fs, ifos=ifos, reference=f"sample_{ifos[0]}",
             cluster_window=settings.network.cluster_window, step=step, window=settings.coherent.cluster,
-            tail=settings.network.far_tail, hierarchical=settings.network.hierarchical_removal)
+            tail=settings.network.far_tail, hierarchical=settings.network.hierarchical_removal,
+            n_base=settings.coherent.n_trials)
         candidates, named = coherent_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
         return Significance(bg, candidates, coherent_background_table(trials, ifos, t0, fs, step), named)
 
