@@ -36,23 +36,25 @@ from gwbatch.gpstime import GPSTime, sample_times
 def own_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float) -> pd.DataFrame:
     """``(fg, bg)`` pairs: trial events whose pivot trigger is zero-lag event ``fg``'s own (pivot
     detector ``j``, pivot sample within ``window`` samples of the event's sample in ``j``)."""
-    pairs = [pd.DataFrame({"fg": np.zeros(0, np.int64), "bg": np.zeros(0, np.int64)})]
-    if zero_lag.empty or trials.empty:
-        return pairs[0]
-    pivot = trials["pivot"].to_numpy()
-    for j, ifo in enumerate(ifos):
-        rows = np.flatnonzero(pivot == j)
-        if rows.size == 0:
-            continue
-        when = trials[f"sample_{ifo}"].to_numpy(np.float64)[rows]
-        order = np.argsort(when, kind="stable")
-        rows, when = rows[order], when[order]
-        mine = zero_lag[f"sample_{ifo}"].to_numpy(np.float64)
-        lo = np.searchsorted(when, mine - window, side="left")
-        hi = np.searchsorted(when, mine + window, side="right")
-        for i in np.flatnonzero(hi > lo):
-            pairs.append(pd.DataFrame({"fg": i, "bg": rows[lo[i]:hi[i]]}))
-    return pd.concat(pairs, ignore_index=True)
+    fgs, bgs = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    if not (zero_lag.empty or trials.empty):
+        pivot = trials["pivot"].to_numpy()
+        for j, ifo in enumerate(ifos):
+            rows = np.flatnonzero(pivot == j)
+            if rows.size == 0:
+                continue
+            when = trials[f"sample_{ifo}"].to_numpy(np.float64)[rows]
+            order = np.argsort(when, kind="stable")
+            rows, when = rows[order], when[order]
+            mine = zero_lag[f"sample_{ifo}"].to_numpy(np.float64)
+            lo = np.searchsorted(when, mine - window, side="left")
+            hi = np.searchsorted(when, mine + window, side="right")
+            count = np.maximum(hi - lo, 0)
+            fgs.append(np.repeat(np.arange(mine.size), count))
+            # the ranges lo[i] ... hi[i] - 1 laid end to end
+            starts = np.repeat(lo - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
+            bgs.append(rows[starts + np.arange(int(count.sum()))])
+    return pd.DataFrame({"fg": np.concatenate(fgs).astype(np.int64), "bg": np.concatenate(bgs).astype(np.int64)})
 
 
 def deep_trial_cut(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float,

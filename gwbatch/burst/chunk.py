@@ -54,7 +54,7 @@ from gwbatch.burst.skyloop import (
     sky_table,
 )
 from gwbatch.burst.tfmap import Resolution, frame_valid, resolutions, tf_map
-from gwbatch.candidates.coincidence import cluster_in_time
+from gwbatch.candidates.coincidence import cluster_per_key
 from gwbatch.sky.grid import sky_grid
 from gwbatch.sky.network import network_geometry
 from gwbatch.sky.skymap import posterior
@@ -369,11 +369,7 @@ def _empty_events(ifos) -> pd.DataFrame:
 
 def _cluster_lags(events: pd.DataFrame, window: int) -> pd.DataFrame:
     """Per lag, the loudest event (``rho``) within ``window`` samples of geocentric time."""
-    out = []
-    for _, df in events.groupby("trial", sort=True):
-        keep = cluster_in_time(df["geocent_sample"].to_numpy(np.float64), df["rho"].to_numpy(np.float64), window)
-        out.append(df[keep])
-    if not out:
-        return events.iloc[:0].drop(columns="_window_time").reset_index(drop=True)
-    events = pd.concat(out).sort_values(["trial", "geocent_sample"], kind="stable").reset_index(drop=True)
+    keep = cluster_per_key(events["trial"].to_numpy(), events["geocent_sample"].to_numpy(np.float64),
+                           events["rho"].to_numpy(np.float64), window)
+    events = events[keep].sort_values(["trial", "geocent_sample"], kind="stable").reset_index(drop=True)
     return events.drop(columns="_window_time")

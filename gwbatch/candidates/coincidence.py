@@ -143,6 +143,16 @@ def _range_max(values: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.nd
     return out
 
 
+def cluster_per_key(key: np.ndarray, time: np.ndarray, stat: np.ndarray, window: float) -> np.ndarray:
+    """:func:`cluster_in_time` within each value of ``key`` (a slide, a trial) at once: the keys
+    become blocks of one time axis, further apart than the window."""
+    time = np.asarray(time, dtype=np.float64)
+    if time.size == 0:
+        return np.zeros(0, dtype=bool)
+    stride = float(time.max() - time.min()) + 4.0 * window + 1.0
+    return cluster_in_time((time - time.min()) + np.asarray(key, dtype=np.float64) * stride, stat, window)
+
+
 def cluster_in_time(time: np.ndarray, stat: np.ndarray, window: float) -> np.ndarray:
     """Boolean mask of events that are the loudest within ``window`` seconds of themselves.
 

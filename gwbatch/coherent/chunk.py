@@ -42,9 +42,9 @@ import pandas as pd
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.background.slides import trial_livetimes
 from gwbatch.background.trials import deep_trial_cut
-from gwbatch.candidates.coincidence import cluster_in_time
+from gwbatch.candidates.coincidence import cluster_in_time, cluster_per_key
 from gwbatch.coherent.network import coherent_sky_table
-from gwbatch.coherent.stage import events_at
+from gwbatch.coherent.stage import NULL_FREE, events_at
 from gwbatch.coherent.statistic import at_directions, sky_argmax
 from gwbatch.sky.grid import sky_grid
 from gwbatch.sky.network import network_geometry
@@ -205,16 +205,21 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
 
 def _deep_rows(snr, autocorr, slot, sample, pivot, table, rho_c2, pixel, cands, net, delays, grid, valid,
                settings: CoherentSettings, window, cut: float) -> pd.DataFrame:
-    """The events of the deep trials whose sky maximum reaches ``cut`` (the rank is at most the
-    coherent SNR), ranked at least ``cut``, without skymaps."""
+    """The events of the deep trials ranked at least ``cut``, without skymaps.  The rank is at most
+    the coherent SNR less the null SNR's excess (:func:`gwbatch.coherent.stage.coherent_rank`), so
+    the chi-squared is computed only where that bound reaches ``cut``."""
     xp = array_namespace(snr)
-    floor = max(cut, 0.0) ** 2
-    c, k = (to_host(a) for a in xp.nonzero(rho_c2[:, settings.n_trials + 1:] >= floor))
+    c, k = xp.nonzero(rho_c2[:, settings.n_trials + 1:] >= max(cut, 0.0) ** 2)
     k = k + settings.n_trials + 1
+    if int(c.size):
+        at = at_directions(snr, slot[to_host(c)], sample[to_host(c)], pivot[to_host(c)], table, pixel[c, k][:, None],
+                           k[:, None], settings.step, window)
+        bound = xp.sqrt(xp.maximum(at.rho_c2[:, 0], 0)) - xp.maximum(xp.sqrt(xp.maximum(at.null2[:, 0], 0)) - NULL_FREE, 0)
+        reach = bound >= cut
+        c, k = to_host(c[reach]), to_host(k[reach])
     if c.size == 0:
         return _empty_events(net.ifos)
-    index = xp.asarray(c)
-    ev = events_at(snr, autocorr, slot[c], sample[c], pivot[c], table, pixel[index, xp.asarray(k)][:, None],
+    ev = events_at(snr, autocorr, slot[c], sample[c], pivot[c], table, pixel[xp.asarray(c), xp.asarray(k)][:, None],
                    xp.asarray(k)[:, None], settings.step, window)
     frame = _event_rows(ev, cands.iloc[c], net, delays, grid, valid, trials=k[:, None]).assign(skymap=-1)
     return frame[frame["rank"].to_numpy() >= cut]
@@ -267,10 +272,6 @@ def _cluster_trials(events: pd.DataFrame, settings: CoherentSettings, ref: str) 
     time; events with fewer than ``min_ifos`` detectors at ``ifo_snr`` are dropped first."""
     loud = np.stack([events[c].to_numpy(np.float64) for c in events.columns if c.startswith("snr_")], axis=1)
     events = events[(np.nan_to_num(loud, nan=0.0) >= settings.ifo_snr).sum(axis=1) >= settings.min_ifos]
-    out = []
-    for _, df in events.groupby("trial", sort=True):
-        keep = cluster_in_time(df[ref].to_numpy(np.float64), df["rank"].to_numpy(np.float64), settings.cluster)
-        out.append(df[keep])
-    if not out:
-        return events.iloc[:0].reset_index(drop=True)
-    return pd.concat(out).sort_values(["trial", ref], kind="stable").reset_index(drop=True)
+    keep = cluster_per_key(events["trial"].to_numpy(), events[ref].to_numpy(np.float64),
+                           events["rank"].to_numpy(np.float64), settings.cluster)
+    return events[keep].sort_values(["trial", ref], kind="stable").reset_index(drop=True)
