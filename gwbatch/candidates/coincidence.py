@@ -144,13 +144,15 @@ def _range_max(values: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.nd
 
 
 def cluster_per_key(key: np.ndarray, time: np.ndarray, stat: np.ndarray, window: float) -> np.ndarray:
-    """:func:`cluster_in_time` within each value of ``key`` (a slide, a trial) at once: the keys
-    become blocks of one time axis, further apart than the window."""
-    time = np.asarray(time, dtype=np.float64)
-    if time.size == 0:
-        return np.zeros(0, dtype=bool)
-    stride = float(time.max() - time.min()) + 4.0 * window + 1.0
-    return cluster_in_time((time - time.min()) + np.asarray(key, dtype=np.float64) * stride, stat, window)
+    """:func:`cluster_in_time` within each value of ``key`` (a slide, a trial), each group's events
+    in their input order (no arithmetic on the times: events exactly a window apart stay so)."""
+    key = np.asarray(key)
+    time, stat = np.asarray(time, dtype=np.float64), np.asarray(stat, dtype=np.float64)
+    keep = np.zeros(key.size, dtype=bool)
+    order = np.argsort(key, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(key[order])) + 1):
+        keep[rows] = cluster_in_time(time[rows], stat[rows], window)
+    return keep
 
 
 def cluster_in_time(time: np.ndarray, stat: np.ndarray, window: float) -> np.ndarray:
