@@ -692,3 +692,15 @@ def test_run_over_several_invocations(tmp_path):
     assert "<th>time per stage: chunks</th><td>360 s (0:06:00), 88% of the wall time</td>" in summary
     assert f"<th>mean utilisation over every invocation</th><td>{manifest['gpu_utilisation']['mean']:.1f} %</td>" in summary
     assert "during the last of 2 invocations of the run" in figure_html(text, "fig-gpu")
+
+
+def test_summary_states_the_deep_background_and_the_reach(tmp_path):
+    inputs = empty_inputs()
+    inputs["manifest"]["background"] |= {
+        "deep_slides": 400, "deep_cut": 7.0312, "ifar_reach_years": 0.0571,
+        "tail_fit": {"ifar_reach_years": 1258.4, "extrapolated_up_to": 10.4204}}
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    summary = text.split('id="summary"')[1].split("</section>")[0]
+    assert "<th>deep slides</th><td>400, keeping events ranked &gt;= 7.031</td>" in summary
+    assert ("<th>IFAR reach</th><td>0.0571 yr counted; 1.26e+03 yr from the tail fit (up to rank 10.42)</td>"
+            in summary)

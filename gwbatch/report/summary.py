@@ -9,6 +9,7 @@ from gwbatch.report.format import (
     DASH,
     fmt_bytes,
     fmt_gps,
+    fmt_ifar,
     fmt_int,
     fmt_seconds,
     missing,
@@ -188,6 +189,18 @@ def _livetime_rows(manifest: dict) -> Rows:
         ("zero-lag livetime", fmt_seconds(live.get("zero_lag_seconds"))),
         ("background livetime", fmt_seconds(live.get("background_seconds"))),
         ("time slides", f"{fmt_int(slides)} (step {num(bg.get('slide_step'), 'g')} s)"),
+    ]
+    if bg.get("deep_slides"):
+        cut = bg.get("deep_cut")
+        rows.append(("deep slides", f"{fmt_int(bg['deep_slides'])}, keeping events ranked "
+                     + (f">= {num(cut, '.4g')}" if cut is not None else "at any rank")))
+    if bg.get("ifar_reach_years") is not None:
+        fit = bg.get("tail_fit") or {}
+        reach = f"{fmt_ifar(bg['ifar_reach_years'])} yr counted"
+        if fit.get("ifar_reach_years") is not None:
+            reach += f"; {fmt_ifar(fit['ifar_reach_years'])} yr from the tail fit (up to rank {num(fit.get('extrapolated_up_to'), '.4g')})"
+        rows.append(("IFAR reach", reach))
+    rows += [
         ("background method", text(bg.get("method"))),
         ("FAR convention", text(bg.get("far_convention"))),
     ]
