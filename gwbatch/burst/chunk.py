@@ -176,7 +176,7 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
     every lag, zero-lag skymaps ``(E, S)`` float32 (row ``skymap`` of the table, ``-1`` without),
     the livetime of every lag (s), and the rank at and above which the deep lags' events are kept
     (:func:`gwbatch.background.trials.deep_trial_cut` of the base lags; ``-inf`` without deep lags).
-    Deep lags cost as much as base ones: only their events are cut."""
+    A deep lag skips the sky loop of every cluster whose energy cannot reach the cut."""
     xp = array_namespace(net.x[0])
     fs, n_det = net.sample_rate, len(net.ifos)
     levels = resolutions(fs, settings.bandwidths, settings.f_low, settings.f_high)
@@ -232,8 +232,11 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
         mine = ok[cluster]
         px, cluster, centre = px.take(np.flatnonzero(mine)), cluster[mine], centre[mine]
         _, cluster = np.unique(cluster, return_inverse=True)
+        # a deep lag needs only events at the cut: rank = rho, and a cluster is clustered away only
+        # by a louder one, so skipping the quieter clusters keeps exactly the events above it
+        floor = settings.rho_min if lag <= settings.n_trials else max(settings.rho_min, cut)
         found = _lag_events(lag, px, cluster, centre, levels, x_up, shifts[lag], n_delay, table, net, settings,
-                            own, lo, width, grid, maps)
+                            own, lo, width, grid, maps, floor)
         if lag <= settings.n_trials:
             rows += found
         elif found:  # a deep lag: its clustered events at or above the cut
@@ -257,8 +260,9 @@ def _all(masks: list):
 
 
 def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, net, settings, own, lo, width,
-                grid, maps) -> list[dict]:
-    """The events of one lag's clusters (batched to the amplitude budget)."""
+                grid, maps, rho_floor: float) -> list[dict]:
+    """The events of one lag's clusters with rho at least ``rho_floor`` (batched to the amplitude
+    budget; the sky loop runs only for clusters whose energy can reach it)."""
     xp = array_namespace(x_up[0])
     n_det, fs = len(net.ifos), net.sample_rate
     if px.size == 0:
@@ -287,7 +291,7 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
         # rho^2 <= Ec / 2 <= Lo / 2 <= Eo / 2, and Eo is at most every pixel's largest energy over delays
         bound = to_host((xp.abs(amps) ** 2).max(axis=2).sum(axis=0)).astype(np.float64)
         reach = np.add.reduceat(bound, offsets[:-1]) if sel.size else np.zeros(0)
-        hopeful = np.flatnonzero(reach >= 2.0 * settings.rho_min ** 2)
+        hopeful = np.flatnonzero(reach >= 2.0 * rho_floor ** 2)
         if hopeful.size == 0:
             first = last
             continue
@@ -305,7 +309,7 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
         host = to_host(amps[:, xp.asarray(rows_kept)])
         q = cluster_statistics(ClusterBatch(host, offsets, weights[sel]), table, settings.cuts, best)
         m = network_measures(q)
-        for c in np.flatnonzero((m["rho"] >= settings.rho_min) & (m["cc"] >= settings.cc_min)):
+        for c in np.flatnonzero((m["rho"] >= rho_floor) & (m["cc"] >= settings.cc_min)):
             part = slice(offsets[c], offsets[c + 1])
             rows = sel[part]
             ev = cluster_event(host[:, part], weights[rows], table, settings.cuts, int(best[c]),
