@@ -86,7 +86,8 @@ def test_report_shows_efficiency_against_hrss(injected_run):
     assert "Sky localisation" in html
 
 
-def test_deep_lags_keep_exactly_the_events_above_the_cut(tmp_path):
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
+def test_deep_lags_keep_exactly_the_events_above_the_cut(tmp_path, backend):
     """5 base and 15 deep lags against 20 base lags on the same two-detector store: the deep run's
     lags 6-20 are exactly the full run's events at or above the campaign's cut, and candidates that
     reach it get the full run's FAR (tail fit and removal off)."""
@@ -95,8 +96,8 @@ def test_deep_lags_keep_exactly_the_events_above_the_cut(tmp_path):
 
     def run(out, background):
         cfg = burst_campaign(store, tmp_path / out, f_high=480.0, rho_min=3.0, cc_min=0.3).model_dump(mode="json")
-        return run_campaign(validate_campaign({**cfg, "background": {"slide_step": 1.0, "hierarchical_removal": False,
-                                                                     **background}}), progress=False)
+        return run_campaign(validate_campaign({**cfg, "backend": backend, "background": {
+            "slide_step": 1.0, "hierarchical_removal": False, **background}}), progress=False)
 
     deep = run("deep", {"slides": 5, "deep_slides": 15, "far_tail": 3})
     full = run("full", {"slides": 20, "far_tail": 0})

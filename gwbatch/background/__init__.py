@@ -57,7 +57,8 @@ def check_slides(n_ifos: int, n_slides: int, step: float, ring: float, coinciden
     largest = (n_ifos - 1) * n_slides * step
     if largest + coincidence_reach >= ring - coincidence_reach:
         raise ConfigError(
-            f"{n_slides} slides of {step} s need (n_ifos - 1) x slides x step = {largest:g} s, more than "
+            f"{n_slides} slides (background.slides + background.deep_slides) of {step} s need "
+            f"(n_ifos - 1) x slides x step = {largest:g} s, more than "
             f"{ring_name} of {ring:g} s allows; use fewer slides, a smaller step or more data"
         )
 

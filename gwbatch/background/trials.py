@@ -134,7 +134,8 @@ def chunk_trials_significance(results: list, *, t0: GPSTime, sample_rate: float,
     ``step``: the trial step, s; ``window``: the exclusive FAR's pivot window, samples; ``tail``,
     ``hierarchical``: :func:`gwbatch.background.significance.assign_far`'s).  ``n_base``: the base
     trials when the chunks also ran deep ones: their events are kept at or above the largest cut a
-    chunk reported (its ``deep_cut`` array).  Returns ``(BackgroundResult, trial events, skymaps)``."""
+    chunk reported (its ``deep_cut`` array).  Returns ``(BackgroundResult, skymaps)``; the trial
+    events kept are the result's ``background``."""
     zero, trials, skymaps, livetime = gather_chunk_events(results, t0, sample_rate)
     keep = cluster_in_time(zero[reference].to_numpy(np.float64), zero["rank"].to_numpy(), cluster_window * sample_rate)
     zero = zero[keep].reset_index(drop=True)
@@ -145,7 +146,7 @@ def chunk_trials_significance(results: list, *, t0: GPSTime, sample_rate: float,
         trials = trials[~deep | (trials["rank"].to_numpy() >= cut)].reset_index(drop=True)
     bg = trial_background(zero, trials, livetime, ifos=ifos, step=step, window=window, tail=tail,
                           hierarchical=hierarchical, n_base=n_base, cut=cut)
-    return bg, bg.background, skymaps
+    return bg, skymaps
 
 
 def campaign_deep_cut(results: list) -> float:

@@ -207,7 +207,7 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
     livetime = trial_livetimes([v[net.own[0]:net.own[1]] for v in host_valid], n_all, settings.step,
                                fs, n_det)
     own = (net.own[0] - lo, net.own[1] - lo)
-    rows, maps, deep, cut = [], [], [], -np.inf
+    rows, maps, deep, base, cut = [], [], [], None, -np.inf
     for lag in range(n_all + 1):
         if lag == settings.n_trials + 1:  # the base lags are done: the chunk's cut for the deep ones
             base = _cluster_lags(pd.DataFrame(rows) if rows else _empty_events(net.ifos), settings.cluster)
@@ -239,11 +239,11 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
                             own, lo, width, grid, maps, floor)
         if lag <= settings.n_trials:
             rows += found
-        elif found:  # a deep lag: its clustered events at or above the cut
-            lag_events = _cluster_lags(pd.DataFrame(found), settings.cluster)
-            deep.append(lag_events[lag_events["rank"].to_numpy() >= cut])
-    events = _cluster_lags(pd.DataFrame(rows) if rows else _empty_events(net.ifos), settings.cluster)
-    events = pd.concat([events, *deep], ignore_index=True) if deep else events
+        elif found:  # a deep lag: its clustered events, all at or above the cut (rho >= floor)
+            deep.append(_cluster_lags(pd.DataFrame(found), settings.cluster))
+    if base is None:
+        base = _cluster_lags(pd.DataFrame(rows) if rows else _empty_events(net.ifos), settings.cluster)
+    events = pd.concat([base, *deep], ignore_index=True) if deep else base
     used = np.unique(events["skymap"].to_numpy()[events["skymap"].to_numpy() >= 0])
     remap = np.full(len(maps) + 1, -1, np.int64)
     remap[used] = np.arange(used.size)

@@ -209,11 +209,12 @@ def _deep_rows(snr, autocorr, slot, sample, pivot, table, rho_c2, pixel, cands, 
     the coherent SNR less the null SNR's excess (:func:`gwbatch.coherent.stage.coherent_rank`), so
     the chi-squared is computed only where that bound reaches ``cut``."""
     xp = array_namespace(snr)
-    c, k = xp.nonzero(rho_c2[:, settings.n_trials + 1:] >= max(cut, 0.0) ** 2)
+    c, k = xp.nonzero(rho_c2[:, settings.n_trials + 1:] >= max(cut, 0.0) ** 2)  # on the backend
     k = k + settings.n_trials + 1
     if int(c.size):
-        at = at_directions(snr, slot[to_host(c)], sample[to_host(c)], pivot[to_host(c)], table, pixel[c, k][:, None],
-                           k[:, None], settings.step, window)
+        rows = to_host(c)
+        at = at_directions(snr, slot[rows], sample[rows], pivot[rows], table, pixel[c, k][:, None], k[:, None],
+                           settings.step, window)
         bound = xp.sqrt(xp.maximum(at.rho_c2[:, 0], 0)) - xp.maximum(xp.sqrt(xp.maximum(at.null2[:, 0], 0)) - NULL_FREE, 0)
         reach = bound >= cut
         c, k = to_host(c[reach]), to_host(k[reach])

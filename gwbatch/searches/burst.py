@@ -243,13 +243,13 @@ class BurstSearch:
         """Zero-lag events clustered across chunk edges, with FARs against every chunk's lags."""
         fs, ifos, t0 = reduction.sample_rate, reduction.ifos, GPSTime.parse(reduction.t0)
         step = settings.chunk.step / fs
-        bg, lags, skymaps = chunk_trials_significance(
+        bg, skymaps = chunk_trials_significance(
             reduction.results, t0=t0, sample_rate=fs, ifos=ifos, reference="geocent_sample",
             cluster_window=settings.network.cluster_window, step=step, window=settings.chunk.cluster,
             tail=settings.network.far_tail, hierarchical=settings.network.hierarchical_removal,
             n_base=settings.chunk.n_trials)
         candidates, named = burst_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
-        return Significance(bg, candidates, burst_background_table(lags, ifos, t0, fs, step), named)
+        return Significance(bg, candidates, burst_background_table(bg.background, ifos, t0, fs, step), named)
 
     def statistic_series(self, settings: BurstSearchSettings, resources: dict, series, row: pd.Series,
                          spec: ChunkSpec, span: tuple[int, int]):

@@ -440,13 +440,13 @@ class SpiirSearch:
         trials, in the output contract's tables; the skymaps of the candidates that have one."""
         fs, ifos, t0 = reduction.sample_rate, reduction.ifos, GPSTime.parse(reduction.t0)
         step = settings.coherent.step / fs
-        bg, trials, skymaps = chunk_trials_significance(
+        bg, skymaps = chunk_trials_significance(
             reduction.results, t0=t0, sample_rate=fs, ifos=ifos, reference=f"sample_{ifos[0]}",
             cluster_window=settings.network.cluster_window, step=step, window=settings.coherent.cluster,
             tail=settings.network.far_tail, hierarchical=settings.network.hierarchical_removal,
             n_base=settings.coherent.n_trials)
         candidates, named = coherent_candidate_table(bg.foreground, ifos, t0, fs, skymaps)
-        return Significance(bg, candidates, coherent_background_table(trials, ifos, t0, fs, step), named)
+        return Significance(bg, candidates, coherent_background_table(bg.background, ifos, t0, fs, step), named)
 
     def statistic_series(self, settings: SpiirSettings, resources: dict, series, row: pd.Series, spec: ChunkSpec,
                          span: tuple[int, int]):

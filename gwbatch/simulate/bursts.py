@@ -46,7 +46,7 @@ import pandas as pd
 
 from gwbatch.errors import ConfigError
 from gwbatch.simulate.cbc import optimal_snr_fd
-from gwbatch.simulate.injections import injection_spacing
+from gwbatch.simulate.injections import check_ranges, injection_spacing
 
 #: Spec names of the waveforms and the ``waveform`` column values they get in the table (distinct
 #: from the detector-characterisation ``sine-gaussian`` of :mod:`gwbatch.simulate.injections`).
@@ -82,9 +82,7 @@ class BurstSpec:
                               f"known: {', '.join(WAVEFORMS)}")
         if self.count < 0:
             raise ConfigError(f"burst injection count must be >= 0, got {self.count}")
-        lo, hi = self.hrss
-        if not 0 < lo <= hi:
-            raise ConfigError(f"burst injection hrss range must satisfy 0 < min <= max, got {lo}, {hi}")
+        check_ranges(self, ("hrss",), "burst injection")
         for name in ("f0", "q"):
             values = getattr(self, name)
             if not values or not all(v > 0 for v in values):

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from gwbatch.errors import ConfigError
+from gwbatch.simulate.injections import check_ranges
 from gwbatch.waveforms import Template, frequency_domain
 from gwbatch.waveforms.taylorf2 import chirp_time
 
@@ -63,10 +64,7 @@ class CbcSpec:
         if self.distance is not None and not 0 < self.distance[0] < self.distance[1]:
             raise ConfigError(f"CBC injection distance range must satisfy 0 < min < max (Mpc), got "
                               f"{self.distance[0]}, {self.distance[1]}")
-        for name in ("mass1", "mass2", "snr"):
-            lo, hi = getattr(self, name)
-            if not 0 < lo <= hi:
-                raise ConfigError(f"CBC injection {name} range must satisfy 0 < min <= max, got {lo}, {hi}")
+        check_ranges(self, ("mass1", "mass2", "snr"), "CBC injection")
         if self.count < 0:
             raise ConfigError(f"CBC injection count must be >= 0, got {self.count}")
         if self.f_low <= GENERATION_MARGIN + 1.0:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from gwbatch.errors import ConfigError
-from gwbatch.simulate.injections import add_transient, optimal_snr, support, waveform
+from gwbatch.simulate.injections import add_transient, check_ranges, optimal_snr, support, waveform
 
 #: Glitch kinds and the transient waveform each is drawn as.
 KINDS = {"blip": "gaussian", "sine-gaussian": "sine-gaussian"}
@@ -48,10 +48,7 @@ class GlitchSpec:
         bad = [k for k in self.kinds if k not in KINDS]
         if bad or not self.kinds:
             raise ConfigError(f"unknown glitch kind(s) {bad}; known: {', '.join(KINDS)}")
-        for name in ("snr", "sigma", "f0", "q"):
-            lo, hi = getattr(self, name)
-            if not 0 < lo <= hi:
-                raise ConfigError(f"glitch {name} range must satisfy 0 < min <= max, got {lo}, {hi}")
+        check_ranges(self, ("snr", "sigma", "f0", "q"), "glitch")
 
 
 def draw_glitches(spec: GlitchSpec, *, seed: int, start: float, duration: float, sample_rate: float,

@@ -30,6 +30,15 @@ import pandas as pd
 from gwbatch.errors import ConfigError
 
 WAVEFORMS = ("gaussian", "sine-gaussian")
+
+
+def check_ranges(spec, names, what: str) -> None:
+    """Refuse a simulator spec whose ``(min, max)`` fields ``names`` are not ``0 < min <= max``
+    (``what`` names the spec in the message)."""
+    for name in names:
+        lo, hi = getattr(spec, name)
+        if not 0 < lo <= hi:
+            raise ConfigError(f"{what} {name} range must satisfy 0 < min <= max, got {lo}, {hi}")
 _LN2 = np.log(2.0)
 
 
@@ -51,10 +60,7 @@ class InjectionSpec:
         bad = [w for w in self.waveforms if w not in WAVEFORMS]
         if bad or not self.waveforms:
             raise ConfigError(f"unknown injection waveform(s) {bad}; known: {', '.join(WAVEFORMS)}")
-        for name in ("snr", "sigma", "f0", "q"):
-            lo, hi = getattr(self, name)
-            if not 0 < lo <= hi:
-                raise ConfigError(f"injection {name} range must satisfy 0 < min <= max, got {lo}, {hi}")
+        check_ranges(self, ("snr", "sigma", "f0", "q"), "injection")
         if self.count < 0:
             raise ConfigError(f"injection count must be >= 0, got {self.count}")
 
