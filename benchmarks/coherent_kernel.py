@@ -141,7 +141,7 @@ def main() -> int:
         case = problem(n_cand, 5, 2048.0)
         snr, slot, sample, pivot = _inputs(np, case["snr"], case["slot"], case["sample"], case["pivot"])
         tab = case["table"]
-        a = (snr, slot, sample, pivot, *twin_tables(tab), n_trials, 204, 0, snr.shape[2])
+        a = (snr, slot, sample, pivot, *twin_tables(tab), n_trials, 204, 0, snr.shape[2], np.zeros(slot.size, np.int64))
         out = (np.empty((n_cand, n_trials + 1)), np.empty((n_cand, n_trials + 1), np.int32))
         t = median_seconds(lambda: _max_over_sky(*a, *out), max(1, args.repeat // 5))  # the warm-up call compiles
         evals = n_cand * (n_trials + 1) * 12288

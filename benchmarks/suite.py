@@ -211,7 +211,7 @@ def coherent_row(backend: str, repeat: int, quick: bool, limits: dict) -> Row:
     snr, slot, sample, pivot = _inputs(np, small["snr"], small["slot"], small["sample"], small["pivot"])
     tab = small["table"]
     out = (np.empty((sub, n_trials + 1)), np.empty((sub, n_trials + 1), np.int32))
-    args = (snr, slot, sample, pivot, *twin_tables(tab), n_trials, int(0.1 * fs), 0, snr.shape[2])
+    args = (snr, slot, sample, pivot, *twin_tables(tab), n_trials, int(0.1 * fs), 0, snr.shape[2], np.zeros(sub, np.int64))
     twin = median_seconds(lambda: _max_over_sky(*args, *out), max(1, repeat // 5)) * n_cand / sub
     if backend == "cupy":
         ms = time_cuda(problem(n_cand, order, fs), n_trials, int(0.1 * fs), repeat)[0] * 1e3

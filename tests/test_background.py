@@ -40,6 +40,21 @@ def test_coverage_and_livetimes():
     np.testing.assert_allclose(slide_livetimes([a, b], slide_shifts(2, 1, 10.0, 100.0), 100.0, 2), [20.0, 20.0])
 
 
+@pytest.mark.parametrize("n_ifos,min_ifos", [(2, 2), (3, 2), (3, 3), (2, 1)])
+def test_slide_livetimes_match_one_slide_at_a_time(n_ifos, min_ifos):
+    """All slides at once against shift_segments + coverage_time per slide, on segments with gaps
+    that wrap at the ring's end as the shifts grow."""
+    rng = np.random.default_rng(n_ifos * 10 + min_ifos)
+    ring = 1000.0
+    segments = []
+    for _ in range(n_ifos):
+        edges = np.sort(rng.choice(np.arange(1.0, ring, 0.5), 8, replace=False))
+        segments.append(edges.reshape(-1, 2))
+    shifts = slide_shifts(n_ifos, 400, 2.37, ring)
+    want = [coverage_time([shift_segments(seg, sh, ring) for seg, sh in zip(segments, row)], min_ifos) for row in shifts]
+    np.testing.assert_allclose(slide_livetimes(segments, shifts, ring, min_ifos), want, rtol=1e-12, atol=1e-9)
+
+
 def test_far_counts_and_bounds():
     bg = np.array([1.0, 2.0, 3.0, 3.0, 5.0])
     np.testing.assert_array_equal(n_louder(bg, [0.5, 3.0, 4.0, 6.0]), [5, 3, 1, 0])

@@ -90,7 +90,8 @@ def test_filter_too_short_for_f_low_refused(small_store, tmp_path, capsys):
 def test_every_shipped_config_passes_the_physical_bounds_at_its_rate():
     """The shipped campaigns at the rates of their stores (make demo: 2048 Hz; GWOSC: 4096 Hz; the pulsar
     series: 6103.5 Hz), and the issue's stores (1024 Hz)."""
-    rates = {"demo.yaml": (1024, 2048), "week.yaml": (1024,), "one-day.yaml": (4096,), "gw150914.yaml": (4096,),
+    rates = {"demo.yaml": (1024, 2048), "week.yaml": (1024,), "month.yaml": (1024,), "one-day.yaml": (4096,),
+             "gw150914.yaml": (4096,),
              "gw150914-pulse.yaml": (4096,), "gw150914-burst.yaml": (4096,), "pulsar-j1807.yaml": (1 / 163.84e-6,)}
     for name, fss in rates.items():
         loaded = load_run(ROOT / "configs" / name)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gwbatch.coherent.network import coherent_sky_table
-from gwbatch.coherent.statistic import at_directions, max_over_sky
+from gwbatch.coherent.statistic import at_directions, max_over_sky, sky_argmax, sliding_max, trials_reaching
 from gwbatch.errors import ConfigError
 from gwbatch.sky.grid import angular_distance, pixel_of, sky_grid
 from gwbatch.sky.network import network_geometry
@@ -85,6 +85,55 @@ def test_max_over_sky_matches_brute_force(ifos):
                          window=(lo, span))
     np.testing.assert_allclose(maps.rho_c2, ref[:, 0, :, 0], rtol=1e-5)
     np.testing.assert_allclose(maps.null2, ref[:, 0, :, 1], rtol=1e-4, atol=1e-5 * best.max())
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 7, 8, 43])
+def test_sliding_max_is_the_windowed_maximum(width):
+    y = np.random.default_rng(width).normal(size=(3, 200))
+    ref = np.stack([y[:, i:i + width].max(axis=1) for i in range(200 - width + 1)], axis=1)
+    np.testing.assert_array_equal(sliding_max(y, width), ref)
+
+
+@pytest.mark.parametrize("ifos", [("H1", "L1"), IFOS3])
+def test_deep_trials_alone_match_the_run_of_all_trials(ifos):
+    """The network-SNR bound keeps every (candidate, trial) whose sky maximum reaches the floor
+    (and few others), and the kernel run on those pairs alone (``first``) gives the values a run
+    of all trials gives, bit for bit."""
+    rng = np.random.default_rng(11)
+    n_det, n_slot, n = len(ifos), 4, 6000
+    snr = (rng.normal(size=(n_det, n_slot, n)) + 1j * rng.normal(size=(n_det, n_slot, n))).astype(np.complex64)
+    snr[:, :, 3000:3004] *= 3.0  # a loud stretch in every detector: some trials line loud samples up
+    table = coherent_sky_table(network_geometry(ifos, sky_grid(3), GPS), FS, rng.uniform(20, 200, size=n_det))
+    slot = np.array([0, 1, 2, 3, 1, 2])
+    pivot = np.arange(6) % n_det
+    sample = np.array([3001, 3002, 400, 5700, 3000, 3003])
+    window, step, n_trials = (100, 5800), 23, 240
+    rho_c2, pixel = sky_argmax(snr, slot, sample, pivot, table, n_trials, step, window)
+    floor = float(np.quantile(rho_c2[:, 1:], 0.97))
+    found = trials_reaching(snr, slot, sample, pivot, table, 1, n_trials, step, window, floor)
+    c, k = found.c, found.k
+    assert found.rest2 == -np.inf
+    reach = set(zip(*np.nonzero(rho_c2 >= floor)))
+    reach = {(a, b) for a, b in reach if b >= 1}
+    kept = set(zip(c.tolist(), k.tolist()))
+    assert reach <= kept and len(reach) > 0
+    assert len(kept) < 0.5 * len(slot) * n_trials  # far fewer than all pairs
+    alone_rc, alone_pix = sky_argmax(snr, slot[c], sample[c], pivot[c], table, 0, step, window, first=k)
+    np.testing.assert_array_equal(alone_rc[:, 0], rho_c2[c, k])
+    np.testing.assert_array_equal(alone_pix[:, 0], pixel[c, k])
+    # in rounds of 20 pairs (and ties), largest bounds first: the same pairs, each once
+    rounds, ceiling = [], np.inf
+    while True:
+        part = trials_reaching(snr, slot, sample, pivot, table, 1, n_trials, step, window, floor, ceiling2=ceiling,
+                               limit=20)
+        assert part.c.size >= min(20, len(kept) - sum(len(r) for r in rounds))
+        assert part.rest2 < part.bound2.min()
+        rounds.append(list(zip(part.c.tolist(), part.k.tolist())))
+        if part.rest2 == -np.inf:
+            break
+        ceiling = part.bound2.min()
+    flat = [pair for r in rounds for pair in r]
+    assert len(flat) == len(set(flat)) and set(flat) == kept and len(rounds) > 1
 
 
 def network_signal(rng, ifos, ra, dec, sigma, amplitude, n=4096, t_geo=2000):

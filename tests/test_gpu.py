@@ -158,6 +158,39 @@ def test_coherent_kernel_matches_numba_twin(ifos, profile, monkeypatch):
     np.testing.assert_allclose(full.null2.get()[agree], cpu.null2[agree], rtol=1e-4, atol=1e-4 * cpu.rho_c2.max())
 
 
+@pytest.mark.parametrize("ifos", [("H1", "L1"), ("H1", "L1", "V1")])
+def test_deep_trials_alone_on_gpu(ifos):
+    """The CUDA kernel on chosen (candidate, trial) pairs (``first``) gives the values of its run of
+    all trials bit for bit, and the network-SNR bound on the GPU keeps the pairs the host keeps."""
+    import cupy
+
+    from gwbatch.coherent.network import coherent_sky_table
+    from gwbatch.coherent.statistic import sky_argmax, trials_reaching
+    from gwbatch.sky.grid import sky_grid
+    from gwbatch.sky.network import network_geometry
+
+    rng = np.random.default_rng(7)
+    n_det, n_slot, n = len(ifos), 16, 20000
+    snr = (rng.standard_normal((n_det, n_slot, n)) + 1j * rng.standard_normal((n_det, n_slot, n))).astype(np.complex64)
+    table = coherent_sky_table(network_geometry(ifos, sky_grid(5), 1187008882.4), 2048.0, rng.uniform(50, 150, n_det))
+    slot, pivot = np.arange(40) % n_slot, np.arange(40) % n_det
+    sample = rng.integers(300, 19700, 40)
+    window, step, n_trials = (200, 19600), 61, 300
+    dev = cupy.asarray(snr)
+    rc, pix = sky_argmax(dev, slot, sample, pivot, table, n_trials, step, window)
+    floor = float(np.quantile(rc.get()[:, 1:], 0.99))
+    found = trials_reaching(dev, slot, sample, pivot, table, 1, n_trials, step, window, floor)
+    c, k = found.c, found.k
+    host = trials_reaching(snr, slot, sample, pivot, table, 1, n_trials, step, window, floor)
+    c_host, k_host = host.c, host.k
+    np.testing.assert_array_equal(c, c_host)
+    np.testing.assert_array_equal(k, k_host)
+    alone_rc, alone_pix = sky_argmax(dev, slot[c], sample[c], pivot[c], table, 0, step, window, first=k)
+    np.testing.assert_array_equal(alone_rc.get()[:, 0], rc.get()[c, k])
+    np.testing.assert_array_equal(alone_pix.get()[:, 0], pix.get()[c, k])
+    assert set(zip(*np.nonzero(rc.get()[:, 1:] >= floor))) <= set(zip(c.tolist(), (k - 1).tolist()))
+
+
 def test_coherent_campaign_on_gpu_matches_cpu(tmp_path):
     """The coherent SPIIR campaign (filters, refiltered SNR series, sky maximum with 50 trials,
     skymaps) with CuPy equals the CPU run: the same candidates at the same times, coherent SNR and

@@ -105,6 +105,34 @@ def _gaussian_tail_triggers(rng, n: int, ring: float, threshold: float = 5.0):
     return IfoTriggers(np.sort(rng.uniform(0.0, ring, n)), np.full(n, 1e-3), snr)
 
 
+def test_deep_slides_of_a_loud_candidate_do_not_set_the_cut():
+    """A loud zero-lag pair (SNR 30 in each detector) meets the other detector's noise in many
+    deep slides; those events are its own, so the cut rises to the noise's tail, not to them, and
+    they are all kept; the deep events match a per-slide coincidence pass above that cut."""
+    from gwbatch.background import _run_slide_above, estimate_background
+    from gwbatch.candidates.coincidence import IfoTriggers
+
+    rng = np.random.default_rng(8)
+    ring = 2000.0
+    a, b = (_gaussian_tail_triggers(rng, 1500, ring) for _ in range(2))
+    a = IfoTriggers(np.append(a.time, 1000.0), np.append(a.uncertainty, 1e-3), np.append(a.snr, 30.0))
+    b = IfoTriggers(np.append(b.time, 1000.002), np.append(b.uncertainty, 1e-3), np.append(b.snr, 30.0))
+    travel = np.array([[0.0, 0.010], [0.010, 0.0]])
+    common = dict(ring=ring, travel=travel, window=0.005, min_ifos=2, cluster_window=0.1, slide_step=0.1, tail=20,
+                  hierarchical=True)
+    res = estimate_background([a, b], [np.array([[0.0, ring]])] * 2, n_slides=20, deep_slides=3000, **common)
+    deep = res.background[res.background["slide"] > 20]
+    loud = (deep["i0"] == 1500) | (deep["i1"] == 1500)
+    assert loud.sum() > 50 and res.deep_cut < 12.0  # measured: 162 such events, cut 8.50
+    noise = np.sort(deep["stat"].to_numpy()[~loud.to_numpy()])[::-1]
+    assert noise[20] == pytest.approx(res.deep_cut)
+    shifts = res.shifts
+    for k in rng.choice(np.arange(21, 3021), 40, replace=False):
+        want = _run_slide_above([a, b], shifts[k], ring, travel, 0.005, 2, 0.1, res.deep_cut)
+        got = deep[deep["slide"] == k]
+        np.testing.assert_array_equal(got[["i0", "i1"]].to_numpy(), want[["i0", "i1"]].to_numpy())
+
+
 def test_tail_extrapolation_is_conservative_in_gaussian_noise():
     """Two detectors of Gaussian-tail triggers (threshold a = 5): chance coincidences of
     ``rho^2 = snr_1^2 + snr_2^2`` have ``N(>= rho) = C (1 + y / 2) exp(-y / 2)``, ``y = rho^2 - 2 a^2``
@@ -152,7 +180,12 @@ def test_deep_slides_keep_exactly_the_events_above_the_cut(n_ifos):
     split = estimate_background(triggers, segments, n_slides=20, deep_slides=60, **common)
     whole = estimate_background(triggers, segments, n_slides=80, **common)
     bg_split, bg_whole = split.background, whole.background
-    cut = deep_cut(bg_whole[bg_whole["slide"] <= 20]["stat"].to_numpy(), 20)
+    base_cut = deep_cut(bg_whole[bg_whole["slide"] <= 20]["stat"].to_numpy(), 20)
+    cut = split.deep_cut
+    if n_ifos == 2:  # loudest trigger first: the cut rises to the 21st loudest deep event
+        assert cut > base_cut
+    else:
+        assert cut == base_cut
     cols = [f"i{k}" for k in range(n_ifos)] + ["slide"]
     deep = bg_split[bg_split["slide"] > 20].sort_values(cols).reset_index(drop=True)
     expected = bg_whole[(bg_whole["slide"] > 20) & (bg_whole["stat"] >= cut)].sort_values(cols).reset_index(drop=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gwbatch.background.deep import deep_pairs
 from gwbatch.background.significance import DeepBackground, TailFit, assign_far, hierarchical_removal
 from gwbatch.background.slides import coverage_time, slide_livetimes, slide_shifts
 from gwbatch.candidates.coincidence import (
@@ -155,9 +156,23 @@ def estimate_background(
                                              links["bg"].to_numpy())
             stats = stats[active]
         cut = deep_cut(stats, tail)
-        found = [_run_slide_above(triggers, row, ring, travel, window, min_ifos, cluster_window, cut).assign(slide=k)
-                 for k, row in enumerate(shifts[n_slides + 1:], start=n_slides + 1)]
-        extra = pd.concat(found, ignore_index=True)
+        if n == 2 and min_ifos == 2:  # loudest trigger first, the cut rising as deep events come (gwbatch.background.deep)
+            fg_stat = fg["stat"].to_numpy()
+
+            def own(events):
+                links = shared_triggers(fg, events, member_cols)
+                fg_i, bg_i = links["fg"].to_numpy(), links["bg"].to_numpy()
+                mask = np.zeros(len(events), bool)
+                mask[bg_i[fg_stat[fg_i] >= events["stat"].to_numpy()[bg_i]]] = True
+                return mask
+
+            extra, cut = deep_pairs(*triggers, shifts[n_slides + 1:], n_slides + 1, ring=ring,
+                                    max_dt=float(travel[0, 1]) + window, cluster_window=cluster_window, cut=cut,
+                                    tail=tail, own=own)
+        else:
+            found = [_run_slide_above(triggers, row, ring, travel, window, min_ifos, cluster_window, cut).assign(slide=k)
+                     for k, row in enumerate(shifts[n_slides + 1:], start=n_slides + 1)]
+            extra = pd.concat(found, ignore_index=True)
         deep = DeepBackground(extra["stat"].to_numpy(), shared_triggers(fg, extra, member_cols),
                               float(livetime[n_slides + 1:].sum()), cut)
         bg = pd.concat([bg, extra], ignore_index=True)

@@ -53,12 +53,38 @@ def coverage_time(segment_lists: list[np.ndarray], min_count: int) -> float:
     return float(np.sum(np.diff(t)[level[:-1] >= min_count]))
 
 
+#: Slide-edge entries sorted at once by :func:`slide_livetimes` (memory: ~40 bytes each).
+LIVETIME_BLOCK = 1 << 22
+
+
 def slide_livetimes(segments: list[np.ndarray], shifts: np.ndarray, ring: float, min_ifos: int) -> np.ndarray:
-    """Livetime (s) of every slide: time with at least ``min_ifos`` detectors on after shifting."""
-    out = np.empty(shifts.shape[0])
-    for k, row in enumerate(shifts):
-        moved = [shift_segments(seg, s, ring) for seg, s in zip(segments, row)]
-        out[k] = coverage_time(moved, min_ifos)
+    """Livetime (s) of every slide: time with at least ``min_ifos`` detectors on after shifting.
+
+    All slides at once, as :func:`shift_segments` and :func:`coverage_time` do one at a time: every
+    segment is two pieces on the ring (the second empty unless it wraps), each piece an opening and
+    a closing edge; per slide the edges are sorted (closings first on ties) and the time at
+    ``min_ifos`` or more summed."""
+    shifts = np.asarray(shifts, dtype=np.float64).reshape(-1, len(segments))
+    opens, closes = [], []
+    for j, seg in enumerate(segments):
+        seg = np.asarray(seg, dtype=np.float64).reshape(-1, 2)
+        start = np.mod(seg[None, :, 0] + shifts[:, j:j + 1], ring)  # (slides, segments)
+        stop = start + (seg[:, 1] - seg[:, 0])[None, :]
+        opens += [start, np.zeros_like(start)]
+        closes += [np.minimum(stop, ring), np.maximum(stop - ring, 0.0)]
+    out = np.zeros(shifts.shape[0])
+    if not opens or sum(o.shape[1] for o in opens) == 0:
+        return out
+    opening, closing = np.concatenate(opens, axis=1), np.concatenate(closes, axis=1)
+    edges = np.concatenate([closing, opening], axis=1)  # closings first: a stable sort keeps them first on ties
+    step = np.concatenate([-np.ones(closing.shape[1]), np.ones(opening.shape[1])])
+    block = max(1, LIVETIME_BLOCK // edges.shape[1])
+    for first in range(0, edges.shape[0], block):
+        t = edges[first:first + block]
+        order = np.argsort(t, axis=1, kind="stable")
+        t = np.take_along_axis(t, order, axis=1)
+        level = np.cumsum(step[order], axis=1)
+        out[first:first + block] = np.sum(np.where(level[:, :-1] >= min_ifos, np.diff(t, axis=1), 0.0), axis=1)
     return out
 
 

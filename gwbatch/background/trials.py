@@ -57,17 +57,22 @@ def own_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ..
     return pd.DataFrame({"fg": np.concatenate(fgs).astype(np.int64), "bg": np.concatenate(bgs).astype(np.int64)})
 
 
-def deep_trial_cut(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float,
-                   tail: int) -> float:
-    """The rank above which one chunk keeps its deep trials' events: :func:`~gwbatch.background.deep_cut`
-    (the ``tail + 1``-th loudest) of its base trial events, leaving out those linked to a zero-lag
-    event at least as loud (:func:`own_trials`): a loud candidate's own trials are the events
-    hierarchical removal takes out, and would set the cut above the noise's tail."""
+def noise_ranks(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float) -> np.ndarray:
+    """The ranks of ``trials`` less those linked to a zero-lag event at least as loud
+    (:func:`own_trials`): a loud candidate's own trials are the events hierarchical removal takes
+    out, and would set a cut above the noise's tail."""
     rank = trials["rank"].to_numpy(np.float64)
     links = own_trials(zero_lag.reset_index(drop=True), trials.reset_index(drop=True), ifos, window)
     fg, bg = links["fg"].to_numpy(np.int64), links["bg"].to_numpy(np.int64)
     louder = bg[zero_lag["rank"].to_numpy(np.float64)[fg] >= rank[bg]]
-    return deep_cut(np.delete(rank, np.unique(louder)), tail)
+    return np.delete(rank, np.unique(louder))
+
+
+def deep_trial_cut(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float,
+                   tail: int) -> float:
+    """The rank above which one chunk keeps its deep trials' events: :func:`~gwbatch.background.deep_cut`
+    (the ``tail + 1``-th loudest) of its base trial events' :func:`noise_ranks`."""
+    return deep_cut(noise_ranks(zero_lag, trials, ifos, window), tail)
 
 
 def trial_background(zero_lag: pd.DataFrame, trials: pd.DataFrame, livetime: np.ndarray, *,

@@ -6,8 +6,9 @@ the maximum over the sky table's directions of ``rho_c^2``, the energy of the ``
 samples ``Z`` in the span of the direction's antenna patterns (SNR² units), and the direction that
 reaches it (on exact ties the first in the table's evaluation order).  Detector ``j`` is read at
 the pivot's sample plus the direction's arrival offset plus ``k step (j - pivot)``, wrapped into the
-valid window ``[lo, lo + span)``.  Inputs: ``snr`` (complex64, ``(D, S, N)``: detector, slot,
-sample), ``slot`` and ``sample`` (int64, ``(C,)``), the table's device layout (:func:`device_table`)
+valid window ``[lo, lo + span)``; a candidate's column ``k`` may stand for trial ``first[c] + k``
+(the deep trials, evaluated alone).  Inputs: ``snr`` (complex64, ``(D, S, N)``: detector, slot,
+sample), ``slot``, ``sample`` and ``first`` (int64, ``(C,)``), the table's device layout (:func:`device_table`)
 and the launch layout (:func:`launch_plan`: the candidates grouped by pivot, blocks of 32 tasks).
 Outputs: ``out_rc`` (float32, ``(C, K+1)``, ``rho_c^2``) and ``out_pix`` (int32, ``(C, K+1)``, the
 direction's index in the table).  Arithmetic is float32.
@@ -245,7 +246,7 @@ template <int D, int PIV>
 __device__ __forceinline__ void sky_block(
     long long (*row_start)[32], long long (*series)[32], float (*red_v)[32], int (*red_p)[32],
     const float2* __restrict__ snr, const long long n, const int n_slot, const int* __restrict__ cand,
-    const long long* __restrict__ slot, const long long* __restrict__ sample,
+    const long long* __restrict__ slot, const long long* __restrict__ sample, const long long* __restrict__ first_trial,
     const float4* __restrict__ records, const long long n_records, const int* __restrict__ size,
     const int* __restrict__ order, const int* __restrict__ win_start, const int* __restrict__ row_base,
     const int n_dir, const int n_trials1, const long long step, const long long lo,
@@ -260,6 +261,7 @@ __device__ __forceinline__ void sky_block(
     const long long task = min(first + lane, n_tasks - 1);  // idle lanes repeat the last task
     const int c = cand[task / n_trials1];
     const long long k = task % n_trials1;
+    const long long shift = (k + first_trial[c]) * step;  // trial k of candidate c is trial first_trial[c] + k
     const int s = (int)slot[c];
     const long long t = sample[c];
 
@@ -267,7 +269,7 @@ __device__ __forceinline__ void sky_block(
     if (warp == 0) {
 #pragma unroll
         for (int j = 0; j < D; ++j) {
-            const long long i = (t - lo + win_start[PIV * D + j] + k * step * (long long)(j - PIV)) % span;
+            const long long i = (t - lo + win_start[PIV * D + j] + shift * (long long)(j - PIV)) % span;
             row_start[j][lane] = lo + (i < 0 ? i + span : i);
             series[j][lane] = ((long long)j * n_slot + s) * n;
         }
@@ -338,7 +340,7 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
              const int* __restrict__ block_pivot, const long long* __restrict__ block_first,
              const long long* __restrict__ pivot_tasks, const int* __restrict__ cand,
              const long long* __restrict__ slot, const long long* __restrict__ sample,
-             const float4* __restrict__ records, const long long n_records, const int* __restrict__ size,
+             const long long* __restrict__ first_trial, const float4* __restrict__ records, const long long n_records, const int* __restrict__ size,
              const int* __restrict__ order, const int* __restrict__ win_start, const int* __restrict__ row_base,
              const int n_dir, const int n_trials1, const long long step,
              const long long lo, const long long span, float* __restrict__ out_rc, int* __restrict__ out_pix)
@@ -353,7 +355,7 @@ coherent_max(const float2* __restrict__ snr, const long long n, const int n_slot
     const long long offset = pivot_tasks[2 * piv], n_tasks = pivot_tasks[2 * piv + 1];
     const int* cand_p = cand + offset / n_trials1;
 #define SKY_CASE(P) case P: if (P < D) sky_block<D, (P < D ? P : 0)>(row_start, series, red_v, red_p, snr, n, \
-        n_slot, cand_p, slot, sample, records, n_records, size, order, win_start, row_base, n_dir, n_trials1, \
+        n_slot, cand_p, slot, sample, first_trial, records, n_records, size, order, win_start, row_base, n_dir, n_trials1, \
         step, lo, span, first, n_tasks, out_rc, out_pix); break;
     switch (piv) { SKY_CASE(0) SKY_CASE(1) SKY_CASE(2) SKY_CASE(3) }
 #undef SKY_CASE
@@ -524,9 +526,13 @@ def device_sky_table(table) -> dict:
     return table.device["cuda-kernel"]
 
 
-def launch(snr, slot, sample, table, plan: dict, n_trials, step, lo, span, rho_c2, pixel) -> None:
-    """The kernel alone, on a prepared :func:`launch_plan`, writing ``rho_c2`` and ``pixel``."""
+def launch(snr, slot, sample, table, plan: dict, n_trials, step, lo, span, rho_c2, pixel, first=None) -> None:
+    """The kernel alone, on a prepared :func:`launch_plan`, writing ``rho_c2`` and ``pixel``;
+    ``first`` (int64 per candidate, default 0): the trial its column 0 is."""
     import cupy
+
+    if first is None:
+        first = cupy.zeros(slot.size, cupy.int64)
 
     n_det, n_slot, n = snr.shape
     dev = device_sky_table(table)
@@ -535,14 +541,15 @@ def launch(snr, slot, sample, table, plan: dict, n_trials, step, lo, span, rho_c
         kernel.max_dynamic_shared_size_bytes = plan["shared"]
     kernel((plan["blocks"],), (32 * constants(plan["profile"])["WARPS"],), (
         snr, cupy.int64(n), cupy.int32(n_slot), plan["block_pivot"], plan["block_first"], plan["pivot_tasks"],
-        plan["order"], slot, sample, dev["records"], cupy.int64(dev["records"].shape[1]), dev["size"], dev["order"],
+        plan["order"], slot, sample, first, dev["records"], cupy.int64(dev["records"].shape[1]), dev["size"], dev["order"],
         dev["start"], dev["row_base"], cupy.int32(table.n_dir), cupy.int32(n_trials + 1),
         cupy.int64(step), cupy.int64(lo), cupy.int64(span), rho_c2, pixel),
         shared_mem=plan["shared"])
 
 
-def max_over_sky_cuda(snr, slot, sample, pivot, table, n_trials, step, lo, span, pivot_host=None):
-    """CuPy twin of ``statistic._max_over_sky``: ``(rho_c2, pixel)``, each ``(C, K+1)``.
+def max_over_sky_cuda(snr, slot, sample, pivot, table, n_trials, step, lo, span, pivot_host=None, first=None):
+    """CuPy twin of ``statistic._max_over_sky``: ``(rho_c2, pixel)``, each ``(C, K+1)``, column ``k``
+    of candidate ``c`` trial ``first[c] + k`` (``first`` int64, default 0).
     ``pivot_host``: the pivots on the host, when the caller has them (saves a copy back)."""
     import cupy
 
@@ -552,5 +559,5 @@ def max_over_sky_cuda(snr, slot, sample, pivot, table, n_trials, step, lo, span,
         return rho_c2, pixel
     pivots = cupy.asnumpy(pivot) if pivot_host is None else pivot_host
     plan = launch_plan(pivots, snr.shape[0], n_trials, device_sky_table(table)["rows"])
-    launch(snr, slot, sample, table, plan, n_trials, step, lo, span, rho_c2, pixel)
+    launch(snr, slot, sample, table, plan, n_trials, step, lo, span, rho_c2, pixel, first)
     return rho_c2, pixel

@@ -22,11 +22,16 @@ as pivot:
    (the same instant for every pivot in a given slide) is kept.
 5. **Skymaps** for zero-lag events ranked at least the threshold
    (:func:`gwbatch.sky.skymap.posterior` over the whole grid).
-6. **Deep trials** (``n_deep``): trials ``K + 1 ... K + n_deep`` from the same sky maximum kernel,
-   each kept only where it reaches the chunk's cut (:func:`gwbatch.background.trials.deep_trial_cut`
-   of the base trials seen so far, which only ever rises; the rank never exceeds the coherent SNR,
-   so steps 2-3 run only where the sky maximum reaches it).  The chunk reports the highest cut it
-   applied: above it its deep events are complete.
+6. **Deep trials** (``n_deep``): trials ``K + 1 ... K + n_deep``, each kept only where it reaches
+   the chunk's cut (:func:`gwbatch.background.trials.deep_trial_cut` of the base trials seen so far,
+   which only ever rises, also to the ``deep_tail + 1``-th loudest deep event so far that is not a
+   louder zero-lag event's own: a chunk keeps about as many deep events as base ones in the tail).  The rank never exceeds the coherent SNR,
+   nor that the network SNR, so a
+   gather from each detector's sliding maximum of ``|z|^2`` finds the (candidate, trial) pairs that
+   may reach the cut (:func:`gwbatch.coherent.statistic.trials_reaching`), and the sky maximum and
+   steps 2-3 run on those alone, with the kernel of the base trials.  Tens of thousands of trials
+   per candidate then cost a gather each.  The chunk reports the highest cut it applied: above it
+   its deep events are complete.
 
 Trial livetimes come from the detectors' analysed segments on the chunk's own samples, shifted
 the same way (:func:`gwbatch.background.slides.slide_livetimes`).
@@ -41,11 +46,11 @@ import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.background.slides import trial_livetimes
-from gwbatch.background.trials import deep_trial_cut
+from gwbatch.background.trials import deep_trial_cut, noise_ranks
 from gwbatch.candidates.coincidence import cluster_in_time, cluster_per_key
 from gwbatch.coherent.network import coherent_sky_table
 from gwbatch.coherent.stage import NULL_FREE, events_at
-from gwbatch.coherent.statistic import at_directions, sky_argmax
+from gwbatch.coherent.statistic import BOUND_SLACK, at_directions, sky_argmax, trials_reaching
 from gwbatch.sky.grid import sky_grid
 from gwbatch.sky.network import network_geometry
 from gwbatch.sky.skymap import posterior
@@ -54,6 +59,10 @@ from gwbatch.spiir.filtering import filter_templates
 
 #: Bytes of merger-aligned SNR series held at once (templates are taken in batches to fit).
 SERIES_BUDGET = {"numpy": 512 * 2**20, "cupy": 4 * 2**30}
+
+#: Deep (candidate, trial) pairs evaluated per round (:func:`_deep_trials`): the largest network-SNR
+#: bounds first, so that the cut rises before the many quiet pairs are reached.
+DEEP_PAIRS = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -169,9 +178,9 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
         slot = np.searchsorted(templates, mine["template"].to_numpy())
         sample = mine["sample"].to_numpy(np.int64)
         pivot = mine["pivot"].to_numpy(np.int64)
-        rho_c2, pixel = sky_argmax(snr, slot, sample, pivot, table, n_all, settings.step, window)
+        _, pixel = sky_argmax(snr, slot, sample, pivot, table, n_base, settings.step, window)
         trial = xp.broadcast_to(xp.arange(n_base + 1)[None, :], (slot.size, n_base + 1))
-        ev = events_at(snr, autocorr, slot, sample, pivot, table, pixel[:, :n_base + 1], trial, settings.step, window)
+        ev = events_at(snr, autocorr, slot, sample, pivot, table, pixel, trial, settings.step, window)
         frame = _event_rows(ev, mine, net, geometry.delays, grid, host_valid)
         loud = np.flatnonzero(ev.rank[:, 0] >= settings.skymap_threshold)
         if loud.size:
@@ -189,9 +198,21 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
         if settings.n_deep:
             seen = _cluster_trials(pd.concat(parts, ignore_index=True), settings, ref)
             is_zero = seen["trial"].to_numpy() == 0
-            cut = max(cut, deep_trial_cut(seen[is_zero], seen[~is_zero], net.ifos, settings.cluster, settings.deep_tail))
-            deep_parts.append(_deep_rows(snr, autocorr, slot, sample, pivot, table, rho_c2, pixel, mine, net,
-                                         geometry.delays, grid, host_valid, settings, window, cut))
+            zero_seen = seen[is_zero]
+            cut = max(cut, deep_trial_cut(zero_seen, seen[~is_zero], net.ifos, settings.cluster, settings.deep_tail))
+
+            def kept(cut: float, frame: pd.DataFrame) -> float:
+                """Keep ``frame``'s deep events; the cut rises to the (deep_tail + 1)-th loudest deep
+                event so far that is not a louder zero-lag event's own, and what falls below goes."""
+                deep = _cluster_trials(pd.concat(deep_parts + [frame], ignore_index=True), settings, ref)
+                noise = noise_ranks(zero_seen, deep, net.ifos, settings.cluster)
+                if noise.size > settings.deep_tail:
+                    cut = max(cut, float(np.sort(noise)[::-1][settings.deep_tail]))
+                deep_parts[:] = [deep[deep["rank"].to_numpy() >= cut]]
+                return cut
+
+            cut = _deep_trials(snr, autocorr, slot, sample, pivot, table, mine, net, geometry.delays, grid, host_valid,
+                               settings, window, cut, kept)
     events = pd.concat(parts + deep_parts, ignore_index=True) if parts else _empty_events(net.ifos)
     events = _cluster_trials(events, settings, ref)
     events = events[(events["trial"].to_numpy() <= n_base) | (events["rank"].to_numpy() >= cut)].reset_index(drop=True)
@@ -203,25 +224,46 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
     return events, skymaps, livetime, (cut if settings.n_deep else -np.inf)
 
 
-def _deep_rows(snr, autocorr, slot, sample, pivot, table, rho_c2, pixel, cands, net, delays, grid, valid,
+def _deep_trials(snr, autocorr, slot, sample, pivot, table, cands, net, delays, grid, valid,
+                 settings: CoherentSettings, window, cut: float, kept) -> float:
+    """The deep trials of one batch, best first: rounds of the (candidate, trial) pairs of largest
+    network-SNR bound (:func:`gwbatch.coherent.statistic.trials_reaching`, at most
+    :data:`DEEP_PAIRS` a round), each round's events handed to ``kept(cut, events) -> cut``, until
+    no pair left can reach the (risen) cut.  Returns the cut."""
+    ceiling = np.inf
+    while True:
+        found = trials_reaching(snr, slot, sample, pivot, table, settings.n_trials + 1, settings.n_deep, settings.step,
+                                window, max(cut, 0.0) ** 2, ceiling2=ceiling, limit=DEEP_PAIRS,
+                                ifo_floor2=settings.ifo_snr ** 2, min_ifos=settings.min_ifos)
+        cut = kept(cut, _deep_rows(snr, autocorr, slot, sample, pivot, table, found.c, found.k, cands, net, delays,
+                                   grid, valid, settings, window, cut))
+        if found.c.size == 0 or found.rest2 < max(cut, 0.0) ** 2 * (1.0 - BOUND_SLACK):
+            return cut
+        ceiling = float(found.bound2.min())
+
+
+def _deep_rows(snr, autocorr, slot, sample, pivot, table, c, k, cands, net, delays, grid, valid,
                settings: CoherentSettings, window, cut: float) -> pd.DataFrame:
-    """The events of the deep trials ranked at least ``cut``, without skymaps.  The rank is at most
-    the coherent SNR less the null SNR's excess (:func:`gwbatch.coherent.stage.coherent_rank`), so
-    the chi-squared is computed only where that bound reaches ``cut``."""
+    """The events of deep trials ``k`` of candidates ``c`` ranked at least ``cut``, without skymaps:
+    their sky maximum (the kernel of the base trials, each pair alone), the null SNR there, and the
+    chi-squared only where the coherent SNR less the null excess (a bound on the rank,
+    :func:`gwbatch.coherent.stage.coherent_rank`) still reaches ``cut``."""
     xp = array_namespace(snr)
-    c, k = xp.nonzero(rho_c2[:, settings.n_trials + 1:] >= max(cut, 0.0) ** 2)  # on the backend
-    k = k + settings.n_trials + 1
-    if int(c.size):
-        rows = to_host(c)
-        at = at_directions(snr, slot[rows], sample[rows], pivot[rows], table, pixel[c, k][:, None], k[:, None],
+    floor = max(cut, 0.0) ** 2
+    if c.size:
+        rho_c2, pixel = sky_argmax(snr, slot[c], sample[c], pivot[c], table, 0, settings.step, window, first=k)
+        keep = to_host(rho_c2[:, 0] >= floor)
+        c, k, pixel = c[keep], k[keep], pixel[xp.asarray(keep), 0]
+    if c.size:
+        at = at_directions(snr, slot[c], sample[c], pivot[c], table, pixel[:, None], xp.asarray(k)[:, None],
                            settings.step, window)
         bound = xp.sqrt(xp.maximum(at.rho_c2[:, 0], 0)) - xp.maximum(xp.sqrt(xp.maximum(at.null2[:, 0], 0)) - NULL_FREE, 0)
-        reach = bound >= cut
-        c, k = to_host(c[reach]), to_host(k[reach])
+        reach = to_host(bound >= cut)
+        c, k, pixel = c[reach], k[reach], pixel[xp.asarray(reach)]
     if c.size == 0:
         return _empty_events(net.ifos)
-    ev = events_at(snr, autocorr, slot[c], sample[c], pivot[c], table, pixel[xp.asarray(c), xp.asarray(k)][:, None],
-                   xp.asarray(k)[:, None], settings.step, window)
+    ev = events_at(snr, autocorr, slot[c], sample[c], pivot[c], table, pixel[:, None], xp.asarray(k)[:, None],
+                   settings.step, window)
     frame = _event_rows(ev, cands.iloc[c], net, delays, grid, valid, trials=k[:, None]).assign(skymap=-1)
     return frame[frame["rank"].to_numpy() >= cut]
 

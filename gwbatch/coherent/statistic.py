@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from gwbatch._xp import HOST_PARALLEL, array_namespace
+from gwbatch._xp import HOST_PARALLEL, array_namespace, to_host
 from gwbatch.coherent.network import SkyTable
 
 
@@ -86,14 +86,15 @@ def _coherent_energy(zr, zi, total, proj, p):
 
 @numba.njit(parallel=True, cache=True)
 def _max_over_sky(snr, slot, sample, pivot, group_offsets, group_size, order, proj, n_trials, step, lo, span,
-                  rho_c2, pixel):
+                  first, rho_c2, pixel):
     """The sky maximum per (candidate, trial) over the groups of :attr:`SkyTable.groups` (the
     directions of a group read the same samples, so ``Z`` and ``|Z|^2`` are formed once per group),
-    in evaluation order: the first direction in that order wins an exact tie."""
+    in evaluation order: the first direction in that order wins an exact tie.  Column ``k`` of
+    candidate ``c`` is trial ``first[c] + k``."""
     n_det = snr.shape[0]
     for task in numba.prange(slot.size * (n_trials + 1)):
         c = task // (n_trials + 1)
-        k = task % (n_trials + 1)
+        k = task % (n_trials + 1) + first[c]
         s, piv, t = slot[c], pivot[c], sample[c]
         zr = np.empty(n_det)
         zi = np.empty(n_det)
@@ -113,8 +114,8 @@ def _max_over_sky(snr, slot, sample, pivot, group_offsets, group_size, order, pr
                     coh = _coherent_energy(zr, zi, total, proj, p)
                     if coh > best:
                         best, best_p = coh, p
-        rho_c2[c, k] = best
-        pixel[c, k] = best_p
+        rho_c2[c, k - first[c]] = best
+        pixel[c, k - first[c]] = best_p
 
 
 def twin_tables(table: SkyTable) -> tuple:
@@ -148,24 +149,143 @@ def _check(snr, slot, sample, pivot, table: SkyTable) -> None:
 
 
 def sky_argmax(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, step: int = 0,
-               window: tuple[int, int] | None = None):
+               window: tuple[int, int] | None = None, first=None):
     """The kernel alone: ``(rho_c2, pixel)`` of the maximum over the sky per (candidate, trial),
-    each ``(C, K+1)``; CUDA for CuPy ``snr``, else numba (arguments as :func:`max_over_sky`)."""
+    each ``(C, K+1)``; CUDA for CuPy ``snr``, else numba (arguments as :func:`max_over_sky`).
+    ``first`` (per candidate, default 0): the trial column 0 holds, so that chosen trials of chosen
+    candidates are evaluated alone (``n_trials = 0``) exactly as within a run of all trials."""
     xp = array_namespace(snr)
     pivot_host = np.asarray(pivot) if isinstance(pivot, (np.ndarray, list, tuple)) else None
     args = _inputs(xp, snr, slot, sample, pivot)
     _check(*args, table)
+    first = xp.zeros(args[1].size, xp.int64) if first is None else xp.ascontiguousarray(xp.asarray(first), dtype=xp.int64)
+    if first.shape != args[1].shape:
+        raise ValueError("first needs one trial per candidate")
     lo, span = window if window is not None else (0, args[0].shape[2])
     n_trials, step, lo, span = int(n_trials), int(step), int(lo), int(span)
     if xp is not np:
         from gwbatch.coherent._cuda import max_over_sky_cuda
 
-        return max_over_sky_cuda(*args, table, n_trials, step, lo, span, pivot_host=pivot_host)
+        return max_over_sky_cuda(*args, table, n_trials, step, lo, span, pivot_host=pivot_host, first=first)
     shape = (args[1].size, n_trials + 1)
     rho_c2, pixel = np.empty(shape), np.empty(shape, np.int32)
     with HOST_PARALLEL:
-        _max_over_sky(*args, *twin_tables(table), n_trials, step, lo, span, rho_c2, pixel)
+        _max_over_sky(*args, *twin_tables(table), n_trials, step, lo, span, first, rho_c2, pixel)
     return rho_c2, pixel
+
+
+#: Relative slack of the network-SNR bound (:func:`trials_reaching`) against the kernels' float32
+#: coherent SNR², whose rounding differs from the bound's by ~1e-7.
+BOUND_SLACK = 1e-4
+
+#: (candidate, trial) entries of the bound formed at once (memory: ~24 bytes each).
+BOUND_BLOCK = 1 << 22
+
+
+def sliding_max(y, width: int):
+    """``out[..., i] = max(y[..., i:i + width])``, shape ``(..., N - width + 1)``, by doubling
+    windows (``log2(width)`` passes of a pairwise maximum)."""
+    xp = array_namespace(y)
+    out, have = y, 1
+    while 2 * have <= width:
+        out = xp.maximum(out[..., :-have], out[..., have:])
+        have *= 2
+    rest = width - have  # < have: two windows of ``have`` that overlap cover ``width``
+    return xp.maximum(out[..., :out.shape[-1] - rest], out[..., rest:]) if rest else out
+
+
+@dataclass(frozen=True)
+class ReachingTrials:
+    """(candidate, trial) pairs and their network-SNR bound² (host arrays), and ``rest2``: the
+    largest bound² of the pairs in range that were not returned (``-inf`` when none were left out)."""
+
+    c: np.ndarray
+    k: np.ndarray
+    bound2: np.ndarray
+    rest2: float
+
+
+def trials_reaching(snr, slot, sample, pivot, table: SkyTable, first: int, count: int, step: int,
+                    window: tuple[int, int] | None, floor2: float, *, ceiling2: float = np.inf,
+                    limit: int | None = None, ifo_floor2: float = 0.0, min_ifos: int = 0) -> ReachingTrials:
+    """The candidates and trials among ``first ... first + count - 1`` whose sky maximum may reach
+    ``rho_c^2 >= floor2`` (and whose bound is below ``ceiling2``) with ``min_ifos`` detectors at
+    ``|z|^2 >= ifo_floor2`` or more: every (candidate, trial) that does is among them.  With
+    ``limit``, only the pairs of the ``limit`` largest bounds (and their ties) are returned, and
+    ``rest2`` says how high the others reach.
+
+    The bound: in any direction ``rho_c^2 <= |Z|^2``, and ``|Z|^2`` is the pivot's ``|z(t)|^2`` plus,
+    per other detector, ``|z|^2`` at a sample within the spread of its arrival offsets over the sky
+    (shifted for the trial).  That is a gather from each detector's sliding maximum of ``|z|^2`` over
+    the spread, on the ring ``window`` the trials wrap in: ``C x count x D`` reads instead of
+    ``C x count x`` directions, so that thousands of trials per candidate cost little where few
+    reach the floor (the deep trials above their cut).  A detector whose maximum over its spread is
+    below ``ifo_floor2`` cannot count towards ``min_ifos`` at any direction.  Pairs come sorted by
+    candidate and trial.
+    """
+    xp = array_namespace(snr)
+    snr, slot, sample, pivot = _inputs(xp, snr, slot, sample, pivot)
+    lo, span = window if window is not None else (0, snr.shape[2])
+    n_det = snr.shape[0]
+    pivot_host = to_host(pivot)
+    floor2 = float(floor2) * (1.0 - BOUND_SLACK) if floor2 > 0 else -np.inf
+    lowest = floor2
+    ifo_floor2 = float(ifo_floor2) * (1.0 - BOUND_SLACK)
+    limit = np.iinfo(np.int64).max if limit is None else int(limit)
+    kept_c, kept_k, kept_b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
+    rest2 = -np.inf
+
+    def trim(floor2, rest2):
+        """Keep the pairs of the ``limit`` largest bounds: the floor rises to the limit-th."""
+        b = np.concatenate(kept_b)
+        if b.size <= limit:
+            return floor2, rest2
+        v = float(np.partition(b, b.size - limit)[b.size - limit])
+        keep = b >= v
+        rest2 = max(rest2, float(b[~keep].max())) if (~keep).any() else rest2
+        parts = [np.concatenate(a)[keep] for a in (kept_c, kept_k, kept_b)]
+        for store, part in zip((kept_c, kept_k, kept_b), parts):
+            store[:] = [part]
+        return v, rest2
+
+    power = xp.abs(snr[:, :, lo:lo + span]).astype(xp.float32) ** 2  # (D, S, span)
+    for p in np.unique(pivot_host).tolist():
+        cands = np.flatnonzero(pivot_host == p)
+        rows = xp.asarray(cands)
+        s, t = slot[rows][:, None], sample[rows][:, None] - lo
+        pivot_power = power[p, s[:, 0], xp.mod(t[:, 0], span)].astype(xp.float64)[:, None]
+        reads = []  # (detector, first offset, sliding maximum over the offsets' spread)
+        for j in range(n_det):
+            if j == p:
+                continue
+            start = int(table.offsets[p, :, j].min())
+            width = int(table.offsets[p, :, j].max()) - start + 1
+            ring = power[j]
+            reads.append((j, start, sliding_max(xp.concatenate([ring, ring[:, :width - 1]], axis=1), width)))
+        block = max(1, BOUND_BLOCK // cands.size)
+        for k0 in range(first, first + count, block):
+            k = xp.arange(k0, min(k0 + block, first + count), dtype=xp.int64)[None, :]
+            total = pivot_power + 0.0
+            loud = (pivot_power >= ifo_floor2).astype(xp.int32)
+            for j, start, most in reads:
+                at = most[s, xp.mod(t + start + k * (step * (j - p)), span)]
+                total = total + at
+                loud = loud + (at >= ifo_floor2)
+            inside = (total < ceiling2) & (loud >= min_ifos)
+            c, kk = xp.nonzero(inside & (total >= floor2))
+            if floor2 > lowest:  # the pairs a risen floor leaves out
+                below = inside & (total >= lowest) & (total < floor2)
+                if bool(below.any()):
+                    rest2 = max(rest2, float(xp.max(xp.where(below, total, -np.inf))))
+            kept_c.append(cands[to_host(c)])
+            kept_k.append(to_host(kk).astype(np.int64) + k0)
+            kept_b.append(to_host(total[c, kk]))
+            if sum(a.size for a in kept_b) > 2 * limit:
+                floor2, rest2 = trim(floor2, rest2)
+    _, rest2 = trim(floor2, rest2)
+    c, k, b = (np.concatenate(a) for a in (kept_c, kept_k, kept_b))
+    order = np.lexsort((k, c))
+    return ReachingTrials(c[order], k[order], b[order], rest2)
 
 
 def max_over_sky(snr, slot, sample, pivot, table: SkyTable, n_trials: int = 0, step: int = 0,

@@ -280,7 +280,8 @@ class BackgroundConfig(StrictModel):
     deep_slides: int = Field(0, ge=0, le=10_000_000, description=(
         "further slides after `slides` that keep only background events ranked at or above the base background's "
         "tail-fit threshold: a deep background for the loud candidates (pulse: slides of the whole span; spiir: "
-        "coherent trials within each chunk, a small cost; burst: lags within each chunk, each as dear as a base one)"))
+        "coherent trials within each chunk, a gather each where the network SNR cannot reach the cut, up to "
+        "plan.chunk / slide_step of them; burst: lags within each chunk, each as dear as a base one)"))
     far_tail: int = Field(100, ge=0, le=10_000_000, description=(
         "loudest background events fitted with an exponential; a candidate louder than all background gets its "
         "FAR extrapolated from the fit (0: no fit, such FARs are the bound 1/T_bg)"))
