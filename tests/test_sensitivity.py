@@ -75,6 +75,32 @@ def test_union_finds_what_any_search_finds():
     assert u["found_ifar_years"].tolist()[:2] == [2.0, 3.0] and u.loc[3, "found_ifar_years"] == 7.0
 
 
+def test_report_of_several_searches_shows_vt_per_search_and_union():
+    """The combined report of a campaign of several searches: found/missed panels per search and
+    for the union, and a VT row per threshold for each, equal to sensitive_vt's (the union's over
+    the shorter livetime); nothing for a single search."""
+    from gwbatch.report.figures.sensitivity import VT_THRESHOLDS, fig_sensitivity_searches
+
+    def population(found_ifar):
+        t = _table(found_ifar)
+        return t.assign(distance=np.linspace(100, 1000, len(t)), mass1=30.0, mass2=25.0)
+
+    a = population([2.0, np.nan, np.nan, 0.5, 20.0])
+    b = population([np.nan, 3.0, np.nan, 7.0, np.nan])
+    html = fig_sensitivity_searches({"spiir": (a, YEAR), "burst": (b, YEAR / 2)})
+    assert "Sensitive volume-time of every search" in html and html.count("<svg") == 1
+    union = sensitive_vt(union_found({"spiir": a, "burst": b}), YEAR / 2, VT_THRESHOLDS, bootstrap=10)
+    spiir = sensitive_vt(a, YEAR, VT_THRESHOLDS, bootstrap=10)
+    for row in union.itertuples():  # union at IFAR >= 1 yr: ids 0, 1, 3, 4 of 5
+        assert f'<td>union</td><td class="num">{row.ifar_years:g}</td><td class="num">{row.vt:.4g} \u00b1' in html
+        assert f"{row.found} / 5" in html
+    assert union.set_index("ifar_years").loc[1.0, "found"] == 4
+    for row in spiir.itertuples():
+        assert f'<td>spiir</td><td class="num">{row.ifar_years:g}</td><td class="num">{row.vt:.4g} \u00b1' in html
+    assert fig_sensitivity_searches({"spiir": (a, YEAR)}) == ""
+    assert fig_sensitivity_searches(None) == ""
+
+
 def test_vt_command_on_a_population_run(tmp_path):
     """A store with CBC injections uniform in comoving volume, searched by the demo's pulse
     search; ``gwbatch vt`` gives T * mean(found * V / (1 + z)) from the run's own tables."""

@@ -275,7 +275,9 @@ def _finish(run: RunDirectory, members: list[Member], reduced: dict, cluster, gp
     write_report(stage.dir() / "report.html", manifest=manifest, candidates=candidates,
                  background=pd.DataFrame(), injections=None, gates=pd.DataFrame(),
                  series=[f for s in done.values() for f in s.figures.get("series", [])],
-                 skymaps=[f for s in done.values() for f in s.figures.get("skymaps", [])])
+                 skymaps=[f for s in done.values() for f in s.figures.get("skymaps", [])],
+                 searches={name: (s.reduced.injections, float(s.manifest["livetime"]["zero_lag_seconds"]))
+                           for name, s in done.items() if s.reduced.injections is not None})
     write_table(candidates, stage.dir() / "candidates.parquet")
     write_json(manifest, stage.dir() / "manifest.json")
     stage.commit()

@@ -251,6 +251,8 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "tail_fit": bg.fit.summary() if bg.fit is not None else None,
             "hierarchical_removal": campaign.background.hierarchical_removal,
             "removed_from_background": bg.removed,
+            # background.reference: the candidates' FARs are against this run's background, not their own
+            "reference": reduced.reference,
         },
         "counts": {
             "triggers": {ifo: len(df) for ifo, df in zip(plan.ifos, reduced.triggers)},

@@ -28,6 +28,7 @@ from gwbatch.io.store import StoreMeta, read_dq
 from gwbatch.searches import get_search
 from gwbatch.simulate.injection_set import InjectionSet, load_injection_set
 from gwbatch.tasks import ChunkSpec, ChunkTask
+from workflow.reference import check_reference
 
 #: Host bytes per read sample of a task wherever its kernels run: the raw float32 strain of every
 #: detector (4 per detector) and one detector's float64 copy and masks in flight (16).
@@ -63,6 +64,7 @@ class Plan:
     zero_gap: int | None  # the shortest run of exact zeros masked as a gap (samples); None: zeros are data
     segments: DataSegments  # science segments and vetoes as store-sample intervals (gwbatch.io.segments)
     injections: InjectionSet | None  # data.injections, placed on the store's grid; None: none
+    reference: str | None = None  # background.reference: the run whose background the FARs are against
 
     @property
     def ring(self) -> float:
@@ -233,6 +235,8 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         segments=campaign_segments(campaign, meta, ifos, (span_start, span_stop)),
         injections=None if campaign.data.injections is None else
         load_injection_set(campaign.data.injections, ifos, GPSTime.parse(meta.t0), fs),
+        reference=None if campaign.background.reference is None else
+        check_reference(campaign.background.reference, campaign, ifos),
     )
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from gwbatch.background import BackgroundResult
+from gwbatch.background.reference import reference_far
 from gwbatch.candidates.injections import in_segments, match_injections
 from gwbatch.conditioning.mask import merge_segments
 from gwbatch.gpstime import GPSTime, sample_times
@@ -18,6 +19,7 @@ from gwbatch.searches.common import INJECTED
 from gwbatch.simulate.injection_set import injection_table
 from gwbatch.tasks import ChunkResult
 from workflow.plan import Plan
+from workflow.reference import read_reference
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Reduced:
     injections: pd.DataFrame | None
     gates: pd.DataFrame
     skymaps: dict[str, np.ndarray]  # candidates' skymaps by file name (relative to the run directory)
+    reference: dict | None = None  # background.reference's summary, when the FARs are against it
 
 
 def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> Reduced:
@@ -49,6 +52,11 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
     found = search.significance(plan.settings, Reduction(plan.ifos, fs, plan.t0, plan.span_start, plan.ring,
                                                          np.asarray(plan.travel), results, per_ifo, segments))
     bg, candidates, events = found.background, found.candidates, found.background_events
+    reference = None
+    if plan.reference is not None:
+        ref = read_reference(plan.reference, search.rank_column)
+        candidates = against_reference(candidates, ref, search.rank_column, plan.settings.network.far_tail)
+        reference = ref.summary()
     injections = None
     table = injection_rows(plan, meta, results)
     if table is not None:
@@ -61,7 +69,16 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
     candidates = flag_hardware_injections(candidates, plan)
     gates = pd.concat([r.gates for r in results], ignore_index=True)
     gates["gps_time"] = sample_times(t0, gates["sample"].to_numpy(np.float64), fs) if len(gates) else np.zeros(0)
-    return Reduced(per_ifo, segments, bg, candidates, events, injections, gates, found.skymaps)
+    return Reduced(per_ifo, segments, bg, candidates, events, injections, gates, found.skymaps, reference)
+
+
+def against_reference(candidates: pd.DataFrame, reference, rank_column: str, tail: int) -> pd.DataFrame:
+    """``candidates`` with their FAR columns measured against ``reference``'s background
+    (:func:`gwbatch.background.reference.reference_far`), most significant first."""
+    far = reference_far(candidates[rank_column].to_numpy(np.float64), reference, tail=tail).columns
+    out = pd.concat([candidates.drop(columns=[c for c in far.columns if c in candidates]).reset_index(drop=True),
+                     far.reset_index(drop=True)], axis=1)
+    return out.sort_values(["far", rank_column], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
 def injection_rows(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> pd.DataFrame | None:

@@ -165,7 +165,8 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
     if outside.any():
         raise RuntimeError(f"{int(outside.sum())} pivot candidates outside the coherent window [{lo}, {hi})")
     unique = np.unique(cands["template"].to_numpy())
-    per_template = 2 * n_det * n * 8  # the filter output and its aligned copy
+    # the filter output and its aligned copy; with deep trials the bound's |z|^2 and its sliding maxima
+    per_template = 2 * n_det * n * 8 + ((n_det + 3) * n * 4 if settings.n_deep else 0)
     budget = SERIES_BUDGET["numpy" if xp is np else "cupy"]
     batch = int(max(1, min(settings.batch, budget // per_template)))
     ref = f"sample_{net.ifos[0]}"

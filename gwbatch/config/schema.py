@@ -285,6 +285,10 @@ class BackgroundConfig(StrictModel):
     far_tail: int = Field(100, ge=0, le=10_000_000, description=(
         "loudest background events fitted with an exponential; a candidate louder than all background gets its "
         "FAR extrapolated from the fit (0: no fit, such FARs are the bound 1/T_bg)"))
+    reference: str | None = Field(None, description=(
+        "a finished run of the same search and settings over data without injections: this run's candidates get "
+        "their FARs against its background and livetime instead of their own (PyCBC's practice for injection "
+        "campaigns, whose own background holds their injections' shifted copies)"))
     hierarchical_removal: bool = Field(True, description=(
         "remove zero-lag candidates louder than all background, loudest first, from the background of the "
         "quieter ones (as pycbc_add_statmap); the FAR without removal is kept as far_no_removal"))

@@ -49,14 +49,16 @@ footer { margin-top: 3em; border-top: 1px solid #ccc; padding-top: 0.5em; font-s
 
 def render_report(*, manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
                   injections: pd.DataFrame | None, gates: pd.DataFrame, series: Sequence[dict] | None = None,
-                  skymaps: Sequence[dict] | None = None) -> str:
+                  skymaps: Sequence[dict] | None = None, searches: dict | None = None) -> str:
     """The report as an HTML string (see the module docstring for its content).
 
     ``series``: one dict per top candidate, most significant first: ``label``, ``gps_time``, ``statistic``
     (its name, e.g. "SNR" or "ρ") and ``curves``, ``{ifo: (t, y)}`` with ``t`` in seconds relative to
     ``gps_time``.  ``skymaps``: one dict per top candidate: ``label``, ``gps_time``, ``prob`` (nested HEALPix
     probability per pixel) and ``ra``, ``dec`` (radians, the best direction, or None).  Up to
-    ``figures.common.MAX_PANELS`` of each are drawn; None says that the run gave none.
+    ``figures.common.MAX_PANELS`` of each are drawn; None says that the run gave none.  ``searches``:
+    for a campaign of several searches, each one's injection table and zero-lag livetime (s), for
+    found/missed and VT per search and for their union.
     """
     manifest = manifest or {}
     candidates, background = frame(candidates), frame(background)
@@ -66,7 +68,7 @@ def render_report(*, manifest: dict, candidates: pd.DataFrame, background: pd.Da
         members_section(manifest),
         summary_section(manifest),
         candidates_section(candidates, ifos),
-        figures_section(manifest, candidates, background, injections, ifos, series, skymaps),
+        figures_section(manifest, candidates, background, injections, ifos, series, skymaps, searches),
         chunks_section(manifest, ifos),
         gates_section(gates),
         provenance_section(manifest),
@@ -79,12 +81,12 @@ def render_report(*, manifest: dict, candidates: pd.DataFrame, background: pd.Da
 
 def write_report(path, *, manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
                  injections: pd.DataFrame | None, gates: pd.DataFrame, series: Sequence[dict] | None = None,
-                 skymaps: Sequence[dict] | None = None) -> pathlib.Path:
+                 skymaps: Sequence[dict] | None = None, searches: dict | None = None) -> pathlib.Path:
     """Write the self-contained campaign report to ``path`` atomically and return its path
-    (``series`` and ``skymaps``: see :func:`render_report`)."""
+    (``series``, ``skymaps`` and ``searches``: see :func:`render_report`)."""
     path = pathlib.Path(path)
     page = render_report(manifest=manifest, candidates=candidates, background=background,
-                         injections=injections, gates=gates, series=series, skymaps=skymaps)
+                         injections=injections, gates=gates, series=series, skymaps=skymaps, searches=searches)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:

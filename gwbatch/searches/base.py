@@ -110,6 +110,8 @@ class Search(Protocol):
     slides_in_chunks: ClassVar[bool]
     #: What :meth:`statistic_series` draws, for the report.
     statistic_name: ClassVar[str]
+    #: The candidates' and background events' column their FARs are of.
+    rank_column: ClassVar[str]
 
     def check_rate(self, section, sample_rate: float) -> None:
         """Refuse (:class:`~gwbatch.errors.ConfigError`, naming the key, its value and the allowed range)

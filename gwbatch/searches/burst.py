@@ -153,6 +153,7 @@ class BurstSearch:
     section = BurstSearchConfig
     slides_in_chunks = True
     statistic_name = "band excess energy"
+    rank_column = "rank"
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> BurstSearchSettings:
         """The search's settings; the lag step must be a multiple of the longest pixel step."""

@@ -125,6 +125,7 @@ class PulseSearch:
     section = PulseSearchConfig
     slides_in_chunks = False
     statistic_name = "excess-energy SNR"
+    rank_column = "snr"
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> PulseSearchSettings:
         return PulseSearchSettings(sample_rate, tuple(ifos), campaign.search.settings(), campaign.conditioning.settings(),

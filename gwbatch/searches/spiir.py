@@ -221,6 +221,7 @@ class SpiirSearch:
     section = SpiirSearchConfig
     slides_in_chunks = True
     statistic_name = "SNR |z|"
+    rank_column = "rank"
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> SpiirSettings:
         search, network = campaign.search, NetworkSettings.of(campaign, len(ifos))

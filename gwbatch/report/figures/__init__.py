@@ -27,7 +27,7 @@ from gwbatch.report.figures.injections import (
     fig_localisation,
 )
 from gwbatch.report.figures.ranking import fig_ranking
-from gwbatch.report.figures.sensitivity import fig_sensitivity
+from gwbatch.report.figures.sensitivity import fig_sensitivity, fig_sensitivity_searches
 from gwbatch.report.figures.series import fig_series
 from gwbatch.report.figures.skymaps import fig_skymaps
 from gwbatch.report.markup import section
@@ -35,8 +35,9 @@ from gwbatch.report.markup import section
 
 def figures_section(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
                     injections: pd.DataFrame | None, ifos: list[str], series: Sequence[dict] | None,
-                    skymaps: Sequence[dict] | None) -> str:
-    """Every figure, in the page's order."""
+                    skymaps: Sequence[dict] | None, searches: dict | None = None) -> str:
+    """Every figure, in the page's order (``searches``: a campaign of several searches' injection
+    tables and livetimes, :func:`fig_sensitivity_searches`)."""
     body = "\n".join([
         fig_candidates_time(manifest, candidates, injections),
         fig_cumulative_ifar(manifest, candidates, background),
@@ -47,6 +48,7 @@ def figures_section(manifest: dict, candidates: pd.DataFrame, background: pd.Dat
         fig_efficiency(manifest, injections),
         fig_efficiency(manifest, injections, "hrss", "injected hrss (strain / \u221aHz)", ".2e"),
         fig_sensitivity(manifest, injections),
+        fig_sensitivity_searches(searches),
         fig_localisation(injections),
         fig_gpu(manifest),
     ])
