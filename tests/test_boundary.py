@@ -409,3 +409,49 @@ def test_out_path_is_checked_on_the_command_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "Traceback" not in err
     assert "argument --out: a path has at most 4096 characters, this one 100000" in err
+
+
+def test_cli_habits(capsys):
+    """--version; the global -v after a command's name as before it; help on every argument of every
+    command; gwbatch config schema prints a JSON schema of the campaign file."""
+    import argparse
+    import json
+
+    import gwbatch
+    from workflow.cli import build_parser, main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"gwbatch {gwbatch.__version__}"
+    parser = build_parser()
+    assert parser.parse_args(["info", "x", "-v"]).verbose and parser.parse_args(["-v", "info", "x"]).verbose
+    assert not parser.parse_args(["info", "x"]).verbose
+
+    def silent(p, path=()):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    yield from silent(child, path + (name,))
+            elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)) and not action.help:
+                yield " ".join(path + (action.option_strings[0] if action.option_strings else action.dest,))
+
+    assert list(silent(parser)) == []
+    assert main(["config", "schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert {"data", "search", "background"} <= set(schema["properties"])
+    assert "reference" in schema["$defs"]["BackgroundConfig"]["properties"]
+
+
+def test_progress_lines_without_a_terminal(caplog):
+    """Without a terminal the chunks' progress is logged as lines: done, left, rate and time to go."""
+    import logging
+
+    from workflow.execute import ProgressLines
+
+    meter = ProgressLines(4, "chunks", every=0.0)
+    with caplog.at_level(logging.INFO, logger="gwbatch"):
+        meter.update()
+        meter.update(3)
+    lines = [r.getMessage() for r in caplog.records if r.name == "gwbatch"]
+    assert lines[0].startswith("chunks: 1/4 done, 3 left, ") and "to go" in lines[0]
+    assert lines[1].startswith("chunks: 4/4 done, 0 left, ") and "to go" not in lines[1]

@@ -139,3 +139,24 @@ def test_bad_writes_and_paths(tmp_path):
         StoreWriter(tmp_path / "x.zarr", ifos=("H1",), sample_rate=0, t0=0, n_samples=10)
     with pytest.raises(DataError, match="duplicate"):
         StoreWriter(tmp_path / "x.zarr", ifos=("H1", "H1"), sample_rate=1, t0=0, n_samples=10)
+
+
+def test_info_lists_coverage_gaps_and_flags(tmp_path):
+    """``gwbatch info``: per detector the seconds with data (DATA bit, written chunks) and the gaps in
+    GPS, then the seconds each other DQ flag is set."""
+    from gwbatch.io.store import describe
+
+    path = tmp_path / "s.zarr"
+    with make(path, t0="1000000000") as w:  # 16 s at 256 Hz, chunks of 4 s
+        w.write_strain("H1", 0, np.ones(4096))
+        dq = np.full(16, 127)
+        dq[5:7] = 0  # H1 off for 2 s
+        dq[10] = 1  # DATA only: the other flags fail there
+        w.write_dq("H1", 0, dq)
+        w.write_strain("L1", 0, np.ones(2048))  # L1's last two chunks never written
+        w.write_dq("L1", 0, np.full(16, 1))
+        w.commit()
+    text = describe(read_meta(path))
+    assert "  H1   data 14 of 16 s (87.5%), 1 gap: [1000000005, 1000000007) 2 s" in text
+    assert "CBC_CAT1 13 s" in text
+    assert "  L1   data 8 of 16 s (50.0%), 1 gap: [1000000008, 1000000016) 8 s" in text

@@ -25,6 +25,7 @@ import sys
 import threading
 from pathlib import Path
 
+import gwbatch
 from gwbatch.errors import ConfigError, GwbatchError, OutputError
 
 log = logging.getLogger("gwbatch")
@@ -246,6 +247,15 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_config(args) -> int:
+    import json
+
+    from gwbatch.config import Campaign
+
+    print(json.dumps(Campaign.model_json_schema(), indent=1))
+    return 0
+
+
 def cmd_vt(args) -> int:
     from workflow.sensitivity import run_vt
 
@@ -312,16 +322,34 @@ def cmd_run(args) -> int:
     return 0
 
 
+class _Subcommands(argparse._SubParsersAction):
+    """Subcommands that take the global options too (``gwbatch run X -v`` as ``gwbatch -v run X``)."""
+
+    def add_parser(self, name, **kwargs):
+        kwargs.setdefault("parents", []).append(_global_options(argparse.SUPPRESS))
+        return super().add_parser(name, **kwargs)
+
+
+def _global_options(default) -> argparse.ArgumentParser:
+    """The options every command takes, before or after its name (after it, ``default`` is
+    SUPPRESS so that an option given before the name is not reset)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", default=default, help="log every chunk")
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gwbatch", description="Batch searches of archived gravitational-wave strain.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log every chunk")
+    parser = argparse.ArgumentParser(prog="gwbatch", description="Batch searches of archived gravitational-wave strain.",
+                                     parents=[_global_options(False)])
+    parser.add_argument("--version", action="version", version=f"gwbatch {gwbatch.__version__}")
+    parser.register("action", "parsers", _Subcommands)
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="write a store of design-PSD Gaussian noise with injections")
     sim.add_argument("--ifos", required=True, help="comma-separated detectors, e.g. H1,L1,V1")
     sim.add_argument("--duration", type=float, required=True, help="seconds")
     sim.add_argument("--sample-rate", type=float, required=True, help="Hz")
-    sim.add_argument("--seed", type=int, required=True)
+    sim.add_argument("--seed", type=int, required=True, help="random seed of the noise and the injections")
     sim.add_argument("--out", type=Path, required=True, help="store path (a Zarr directory)")
     sim.add_argument("--gps-start", default="1000000000", help="GPS time of the first sample (default 1000000000)")
     sim.add_argument("--injections", type=int, default=0, help="number of short transients to inject (default 0)")
@@ -394,12 +422,12 @@ def build_parser() -> argparse.ArgumentParser:
     bank.add_argument("--psd-seconds", type=float, default=512.0, help="with --store: seconds of data for the PSD")
     bank.add_argument("--cluster", default="local", choices=("local", "in-process"), help="where templates are built")
     bank.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a bank key")
-    bank.add_argument("--overwrite", action="store_true")
-    bank.add_argument("--no-progress", action="store_true")
+    bank.add_argument("--overwrite", action="store_true", help="replace an existing bank file")
+    bank.add_argument("--no-progress", action="store_true", help="no progress bar")
     bank.set_defaults(func=cmd_bank)
 
     info = sub.add_parser("info", help="describe a store")
-    info.add_argument("store", type=Path)
+    info.add_argument("store", type=Path, help="store path (a Zarr directory)")
     info.set_defaults(func=cmd_info)
 
     vt = sub.add_parser("vt", help="sensitive volume-time of a finished run's searches from its population injections")
@@ -412,8 +440,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     seal_ = sub.add_parser("seal", help="recompute a store's chunk checksums after a deliberate edit, or upgrade "
                                         "a format-1 store")
-    seal_.add_argument("store", type=Path)
+    seal_.add_argument("store", type=Path, help="store path (a Zarr directory)")
     seal_.set_defaults(func=cmd_seal)
+
+    config = sub.add_parser("config", help="print the JSON schema of a campaign file")
+    config.add_argument("action", choices=("schema",), help="schema: the JSON schema of a campaign of one search "
+                        "(a campaign of several has searches: {NAME: {search, conditioning, coincidence, background, "
+                        "plan}} in place of those sections)")
+    config.set_defaults(func=cmd_config)
 
     run = sub.add_parser("run", help="run a campaign")
     run.add_argument("config", type=Path, help="campaign YAML file")
@@ -456,9 +490,27 @@ def _not_interrupt_race(record: logging.LogRecord) -> bool:
     return code is None or code.co_name != "cancel" or not Path(code.co_filename).match("distributed/utils.py")
 
 
+class _LogLines(logging.Formatter):
+    """``gwbatch: message`` for gwbatch's own records; ``logger level: message`` for the others'
+    (Dask's, tornado's), so that they are not taken for gwbatch's; each line timestamped when
+    ``stamp`` (stderr is not a terminal: batch logs)."""
+
+    def __init__(self, stamp: bool):
+        super().__init__("%(message)s")
+        self.stamp = stamp
+
+    def format(self, record: logging.LogRecord) -> str:
+        ours = record.name == "gwbatch" or record.name.startswith("gwbatch.")
+        who = "gwbatch" if ours else f"{record.name} {record.levelname.lower()}"
+        when = f"{self.formatTime(record, '%Y-%m-%d %H:%M:%S')} " if self.stamp else ""
+        return f"{when}{who}: {super().format(record)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(format="gwbatch: %(message)s", level=logging.WARNING)
+    handler = logging.StreamHandler()
+    handler.setFormatter(_LogLines(stamp=not sys.stderr.isatty()))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     logging.getLogger("tornado.application").addFilter(_not_interrupt_race)
     previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None

@@ -32,6 +32,7 @@ import shutil
 import socket
 import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -373,9 +374,19 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
 
 
 def _started(kind: str, cls: type, **options):
-    """``cls(**options)``: a local cluster whose settings its workers refuse is a configuration error."""
+    """``cls(**options)``: a local cluster whose settings its workers refuse is a configuration error.
+    What Dask warns of while it starts (a busy dashboard port and the one it took instead) becomes
+    one gwbatch line each, not a raw Python warning."""
     try:
-        return cls(**options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            cluster = cls(**options)
+        for w in caught:
+            if issubclass(w.category, UserWarning):
+                log.info("cluster: %s", " ".join(str(w.message).split()))
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return cluster
     except (ValueError, TypeError, OSError, RuntimeError) as exc:
         raise ConfigError(f"cluster.kind {kind!r}: the local cluster cannot start ({type(exc).__name__}: {exc}); "
                           "check cluster.memory_limit, cluster.n_workers and cluster.dashboard_address") from None

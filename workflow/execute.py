@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import sys
 import threading
 import time
 import uuid
@@ -97,7 +98,7 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
     :func:`time.perf_counter` value) no further task starts: the tasks running then finish and are
     yielded, the others are not run (the caller sees which calls are missing).
     """
-    bar = tqdm(total=len(calls), desc=desc, unit=desc.rstrip("s"), disable=not progress or None, leave=True)
+    bar = progress_meter(len(calls), desc, progress)
     ordered = sorted(calls, key=lambda c: -c.priority)
 
     def failed(call: Call, exc: BaseException):
@@ -127,6 +128,51 @@ def run_calls(cluster: Cluster, calls: Sequence[Call], *, failure: Callable[[Cal
                 yield call, future.result()
     finally:
         bar.close()
+
+
+#: Seconds between progress lines when stderr is not a terminal.
+PROGRESS_EVERY = 30.0
+
+
+class ProgressLines:
+    """Progress as timestamped log lines (for pipes and batch jobs, where a bar is not drawn): what is
+    done and left, the rate and the time to go, every :data:`PROGRESS_EVERY` seconds and at the end."""
+
+    def __init__(self, total: int, desc: str, every: float = PROGRESS_EVERY):
+        self.total, self.desc, self.every = total, desc, every
+        self.done, self.start = 0, time.perf_counter()
+        self.last = self.start
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if now - self.last >= self.every or self.done == self.total:
+            self.last = now
+            log.info("%s", self.line(now))
+
+    def line(self, now: float) -> str:
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.done / elapsed
+        left = self.total - self.done
+        eta = f", {_clock(left / rate)} to go" if rate > 0 and left else ""
+        return f"{self.desc}: {self.done}/{self.total} done, {left} left, {rate:.3g}/s{eta} ({_clock(elapsed)} so far)"
+
+    def close(self) -> None:
+        pass
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    return f"{h}h{rest // 60:02d}m{rest % 60:02d}s" if h else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def progress_meter(total: int, desc: str, enabled: bool):
+    """A progress bar on a terminal, timestamped lines elsewhere (:class:`ProgressLines`), nothing when
+    not ``enabled``: an object with ``update()`` and ``close()``."""
+    if enabled and not sys.stderr.isatty():
+        return ProgressLines(total, desc)
+    return tqdm(total=total, desc=desc, unit=desc.rstrip("s"), disable=not enabled, leave=True)
 
 
 class _Skipped:

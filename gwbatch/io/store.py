@@ -1093,4 +1093,35 @@ def describe(meta: StoreMeta) -> str:
         f"injections  {'yes' if meta.has_injections else 'no'}",
         f"provenance  {json.dumps(meta.provenance)[:300]}",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + coverage_lines(meta))
+
+
+#: Gaps listed per detector by :func:`coverage_lines` (the rest are counted).
+SHOWN_GAPS = 5
+
+
+def coverage_lines(meta: StoreMeta) -> list[str]:
+    """Per detector: the seconds with data (the DQ ``DATA`` bit set, in written chunks) and the gaps
+    as GPS ``[start, stop)``, then the seconds each other DQ flag is set."""
+    from gwbatch.conditioning.mask import mask_to_segments
+
+    dq = read_dq(meta, meta.ifos)
+    n_sec = dq.shape[1]
+    t0 = float(GPSTime.parse(str(meta.t0)))
+    data_bit = 1 << meta.dq_bits.index("DATA") if "DATA" in meta.dq_bits else 0
+    lines = ["coverage"]
+    for row, ifo in enumerate(meta.ifos):
+        ok = (dq[row] & data_bit).astype(bool) if data_bit else np.ones(n_sec, bool)
+        if meta.checksums is not None:  # chunks never written read as gaps
+            chunk_s = meta.chunk_samples / meta.sample_rate
+            for c in np.flatnonzero(meta.checksums[row] == 0):
+                ok[int(c * chunk_s):int(np.ceil((c + 1) * chunk_s))] = False
+        gaps = mask_to_segments(~ok)
+        shown = ", ".join(f"[{t0 + a:.0f}, {t0 + b:.0f}) {b - a} s" for a, b in gaps[:SHOWN_GAPS])
+        more = f" and {len(gaps) - SHOWN_GAPS} more" if len(gaps) > SHOWN_GAPS else ""
+        lines.append(f"  {ifo:<4} data {int(ok.sum())} of {n_sec} s ({100.0 * ok.mean() if n_sec else 0:.1f}%), "
+                     f"{len(gaps)} gap{'s' if len(gaps) != 1 else ''}" + (f": {shown}{more}" if len(gaps) else ""))
+        flags = [f"{name} {int(((dq[row] >> bit) & 1).sum())} s" for bit, name in enumerate(meta.dq_bits) if name != "DATA"]
+        if flags:
+            lines.append(f"       DQ flags, seconds set: {', '.join(flags)}")
+    return lines
