@@ -508,8 +508,10 @@ class _LogLines(logging.Formatter):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from workflow.execute import is_terminal
+
     handler = logging.StreamHandler()
-    handler.setFormatter(_LogLines(stamp=not sys.stderr.isatty()))
+    handler.setFormatter(_LogLines(stamp=not is_terminal(sys.stderr)))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     logging.getLogger("tornado.application").addFilter(_not_interrupt_race)

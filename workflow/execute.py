@@ -167,10 +167,16 @@ def _clock(seconds: float) -> str:
     return f"{h}h{rest // 60:02d}m{rest % 60:02d}s" if h else f"{rest // 60}m{rest % 60:02d}s"
 
 
+def is_terminal(stream) -> bool:
+    """Whether ``stream`` is a terminal (False for anything without ``isatty``)."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty()) if callable(isatty) else False
+
+
 def progress_meter(total: int, desc: str, enabled: bool):
     """A progress bar on a terminal, timestamped lines elsewhere (:class:`ProgressLines`), nothing when
     not ``enabled``: an object with ``update()`` and ``close()``."""
-    if enabled and not sys.stderr.isatty():
+    if enabled and not is_terminal(sys.stderr):
         return ProgressLines(total, desc)
     return tqdm(total=total, desc=desc, unit=desc.rstrip("s"), disable=not enabled, leave=True)
 
