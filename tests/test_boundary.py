@@ -455,3 +455,24 @@ def test_progress_lines_without_a_terminal(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "gwbatch"]
     assert lines[0].startswith("chunks: 1/4 done, 3 left, ") and "to go" in lines[0]
     assert lines[1].startswith("chunks: 4/4 done, 0 left, ") and "to go" not in lines[1]
+
+
+def test_example_campaign_is_written_and_runs(tmp_path, monkeypatch, capsys):
+    """gwbatch config example demo writes configs/demo.yaml (from the package's examples) into the
+    working directory; with the store its header names, it runs; a second write is refused."""
+    from workflow.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "example"]) == 0
+    assert "demo " in capsys.readouterr().out
+    assert main(["config", "example", "demo"]) == 0
+    assert (tmp_path / "configs" / "demo.yaml").exists()
+    assert main(["config", "example", "demo"]) == 4
+    assert "exist(s); use --overwrite" in capsys.readouterr().err
+    assert main(["simulate", "--ifos", "H1,L1,V1", "--duration", "256", "--sample-rate", "1024", "--seed", "1",
+                 "--injections", "8", "--out", "data/demo.zarr"]) == 0
+    assert main(["run", "configs/demo.yaml", "--set", "cluster.kind=in-process", "--set", "background.slides=20",
+                 "--no-progress"]) == 0
+    assert (tmp_path / "runs" / "demo" / "manifest.json").exists()
+    assert main(["config", "example", "gw150914", "--out", "more"]) == 0
+    assert (tmp_path / "more" / "configs" / "banks" / "bbh.yaml").exists()

@@ -248,6 +248,15 @@ def cmd_info(args) -> int:
 
 
 def cmd_config(args) -> int:
+    if args.action == "example":
+        from workflow.examples import list_examples, write_example
+
+        if args.name is None:
+            print("\n".join(list_examples()))
+            return 0
+        for line in write_example(args.name, args.out, overwrite=args.overwrite):
+            print(line)
+        return 0
     import json
 
     from gwbatch.config import Campaign
@@ -443,10 +452,15 @@ def build_parser() -> argparse.ArgumentParser:
     seal_.add_argument("store", type=Path, help="store path (a Zarr directory)")
     seal_.set_defaults(func=cmd_seal)
 
-    config = sub.add_parser("config", help="print the JSON schema of a campaign file")
-    config.add_argument("action", choices=("schema",), help="schema: the JSON schema of a campaign of one search "
-                        "(a campaign of several has searches: {NAME: {search, conditioning, coincidence, background, "
-                        "plan}} in place of those sections)")
+    config = sub.add_parser("config", help="the JSON schema of a campaign file, or an example campaign")
+    config.add_argument("action", choices=("schema", "example"),
+                        help="schema: print the JSON schema of a campaign of one search (a campaign of several has "
+                        "searches: {NAME: {search, conditioning, coincidence, background, plan}} in place of those "
+                        "sections); example: list the example campaigns, or write one")
+    config.add_argument("name", nargs="?", help="example: the campaign to write (configs/NAME.yaml and the banks it "
+                        "names, under --out)")
+    config.add_argument("--out", type=Path, default=Path("."), help="example: the directory to write into (default .)")
+    config.add_argument("--overwrite", action="store_true", help="example: replace files that exist")
     config.set_defaults(func=cmd_config)
 
     run = sub.add_parser("run", help="run a campaign")
