@@ -68,9 +68,15 @@ def test_candidates_background_and_skymaps(injected_run):
     assert (top["cc"] >= 0.5).all() and (top["coherent_energy"] > 0).all()
     loud = cands[cands["rho"] >= 8.0]
     assert len(loud) >= 6 and (loud["skymap"] != "").all()
+    objects = set()
     for _, row in loud.iterrows():
         prob, header = read_skymap(run.out / row["skymap"])
         assert prob.size == 3072 and prob.sum() == pytest.approx(1.0) and header["ORDERING"] == "NESTED"
+        # LVK keywords: a unique OBJECT, the candidate's detectors, the file's date and origin
+        assert header["OBJECT"] == f"{run.manifest['campaign']['name']}:burst:{row['gps_time']:.4f}"
+        assert header["INSTRUME"] == row["ifos"] and header["ORIGIN"] == "gwbatch" and header["DATE"][:2] == "20"
+        objects.add(header["OBJECT"])
+    assert len(objects) == len(loud)
     manifest = json.loads((run.out / "manifest.json").read_text())
     live = manifest["livetime"]  # 20 lags per chunk, each the zero-lag livetime
     assert live["background_seconds"] == pytest.approx(20 * live["zero_lag_seconds"], rel=0.02)

@@ -293,6 +293,16 @@ def test_candidates_table_limited_to_top_25(full_report):
     assert table.count("<tr>") == 25 + 1  # header + 25 rows
 
 
+def test_candidates_carry_their_utc_time(full_report):
+    """Beside each GPS time its UTC (leap seconds applied): GW150914's 1126259462.4 is 09:50:45.4."""
+    from gwbatch.report.format import fmt_utc
+
+    assert fmt_utc(1126259462.4) == "2015-09-14 09:50:45.400"
+    table = full_report[1].read_text().split('id="candidates"')[1].split("</section>")[0]
+    assert "<th>UTC</th>" in table or ">UTC<" in table
+    assert len(re.findall(r">\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}<", table)) == 25
+
+
 def test_svg_ids_unique_across_figures(full_report):
     text = full_report[1].read_text()
     ids = re.findall(r'\bid="([^"]+)"', text)

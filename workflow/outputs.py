@@ -52,7 +52,7 @@ def write_outputs(outdir: Path, reduced: Reduced, manifest: dict, figures: dict 
     write_table(reduced.gates, outdir / "gates.parquet")
     if reduced.injections is not None:
         write_table(reduced.injections, outdir / "injections.parquet")
-    write_skymaps(outdir, reduced)
+    write_skymaps(outdir, reduced, manifest.get("campaign", {}).get("name", "gwbatch"))
     write_report(
         outdir / "report.html", manifest=manifest, candidates=reduced.candidates,
         background=reduced.background_events, injections=reduced.injections, gates=reduced.gates, **(figures or {}),
@@ -62,8 +62,9 @@ def write_outputs(outdir: Path, reduced: Reduced, manifest: dict, figures: dict 
 
 
 
-def write_skymaps(outdir: Path, reduced: Reduced) -> None:
-    """Each candidate's skymap as a FITS file (``skymap`` column), written before the candidate table."""
+def write_skymaps(outdir: Path, reduced: Reduced, campaign: str) -> None:
+    """Each candidate's skymap as a FITS file (``skymap`` column), written before the candidate table;
+    ``OBJECT`` names the campaign, the search and the candidate's GPS time (unique within a run)."""
     if not reduced.skymaps:
         return
     by_file = reduced.candidates.set_index("skymap")
@@ -71,7 +72,9 @@ def write_skymaps(outdir: Path, reduced: Reduced) -> None:
         path = outdir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         row = by_file.loc[name]
-        write_skymap(path, prob, gps_time=float(row["gps_time"]), object_name=f"{row['search']} candidate",
+        ifos = tuple(i for i in str(row.get("ifos", "")).split(",") if i)
+        write_skymap(path, prob, gps_time=float(row["gps_time"]),
+                     object_name=f"{campaign}:{row['search']}:{float(row['gps_time']):.4f}", instruments=ifos,
                      extra={"SNR": float(row["snr"]), **({"FAR": float(row["far"])} if np.isfinite(row["far"]) else {})})
 
 

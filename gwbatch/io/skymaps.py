@@ -14,8 +14,11 @@ import numpy as np
 
 
 def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float | None = None,
-                 object_name: str = "", creator: str = "gwbatch", extra: dict | None = None) -> Path:
-    """Write ``prob`` (nested HEALPix, length ``12 nside^2``) as a FITS skymap at ``path``."""
+                 object_name: str = "", creator: str = "gwbatch", instruments: tuple[str, ...] = (),
+                 extra: dict | None = None) -> Path:
+    """Write ``prob`` (nested HEALPix, length ``12 nside^2``) as a FITS skymap at ``path``, with the
+    keywords LVK skymaps carry: ``OBJECT`` (unique per candidate), ``INSTRUME`` (its detectors),
+    ``DATE`` (of the file), ``DATE-OBS``/``MJD-OBS`` (of the event), ``CREATOR`` and ``ORIGIN``."""
     from astropy.io import fits
     from astropy.time import Time
 
@@ -32,6 +35,10 @@ def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float |
     header["INDXSCHM"] = ("IMPLICIT", "Indexing: IMPLICIT or EXPLICIT")
     header["OBJECT"] = (object_name, "Unique identifier for this event")
     header["CREATOR"] = (creator, "Program that created this file")
+    header["ORIGIN"] = ("gwbatch", "Organization responsible for this FITS file")
+    header["DATE"] = (Time.now().utc.isot.split(".")[0], "UTC date of file creation")
+    if instruments:
+        header["INSTRUME"] = (",".join(instruments), "Instruments that triggered this event")
     if gps_time is not None:
         t = Time(gps_time, format="gps")
         header["DATE-OBS"] = (t.utc.isot, "UTC date of the observation")

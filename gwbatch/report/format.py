@@ -36,6 +36,15 @@ def fmt_gps(x) -> str:
     return num(x, ".4f")
 
 
+def fmt_utc(gps) -> str:
+    """A GPS time as UTC, ``YYYY-MM-DD HH:MM:SS.sss`` (leap seconds applied by astropy)."""
+    if missing(gps):
+        return DASH
+    from astropy.time import Time
+
+    return Time(float(gps), format="gps").utc.iso
+
+
 def fmt_snr(x) -> str:
     return num(x, ".2f")
 

@@ -13,6 +13,7 @@ from gwbatch.report.format import (
     fmt_int,
     fmt_seconds,
     fmt_snr,
+    fmt_utc,
     num,
     text,
 )
@@ -43,7 +44,8 @@ def candidates_section(candidates: pd.DataFrame, ifos: list[str]) -> str:
     n = len(candidates)
     if n == 0:
         return section("Candidates", note("No zero-lag candidates were found in this campaign."), "candidates")
-    cols = [("gps_time", "GPS time", fmt_gps), ("ifos", "detectors", text), ("snr", "SNR", fmt_snr),
+    cols = [("gps_time", "GPS time", fmt_gps), ("gps_time", "UTC", fmt_utc), ("ifos", "detectors", text),
+            ("snr", "SNR", fmt_snr),
             ("rank", "rank", fmt_snr), ("null_snr", "null SNR", fmt_snr), ("chisq", "\u03c7\u00b2", fmt_snr),
             ("rho", "rho", fmt_snr), ("far", "FAR (Hz)", fmt_far), ("ifar_years", "IFAR (yr)", fmt_ifar),
             ("far_kind", "FAR is", text), ("far_exclusive", "FAR excl. (Hz)", fmt_far),
