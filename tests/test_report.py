@@ -293,6 +293,13 @@ def test_candidates_table_limited_to_top_25(full_report):
     assert table.count("<tr>") == 25 + 1  # header + 25 rows
 
 
+def test_seconds_read_in_their_unit():
+    from gwbatch.report.format import fmt_seconds
+
+    assert fmt_seconds(2.804e-06) == "2.8 \u00b5s" and fmt_seconds(0.0123) == "0.0123 s"
+    assert fmt_seconds(0) == "0 s" and fmt_seconds(254.0) == "254 s (0:04:14)" and fmt_seconds(3700) == "3700 s (1:01:40)"
+
+
 def test_candidates_carry_their_utc_time(full_report):
     """Beside each GPS time its UTC (leap seconds applied): GW150914's 1126259462.4 is 09:50:45.4."""
     from gwbatch.report.format import fmt_utc

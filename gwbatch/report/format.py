@@ -75,10 +75,12 @@ def fmt_sky_area(area: float) -> str:
 
 
 def fmt_seconds(x) -> str:
-    """Seconds, with h:mm:ss from a minute up."""
+    """Seconds, with h:mm:ss from a minute up, and in µs below a millisecond."""
     if missing(x):
         return DASH
     s = float(x)
+    if math.isfinite(s) and 0 < abs(s) < 1e-3:
+        return f"{num(s * 1e6, '.3g')} \u00b5s"
     if not math.isfinite(s) or s < 60:
         return f"{num(s, '.6g')} s"
     h, rest = divmod(round(s), 3600)

@@ -36,7 +36,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2e
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 0.2em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.kv th { width: 16em; font-weight: normal; background: #fafafa; }
 code, pre { background: #f6f6f6; padding: 0.1em 0.3em; }
 pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from gwbatch.config import Campaign, apply_override, validate_campaign, validate_suite
+from gwbatch.config.text import key_text
 from gwbatch.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,6 +83,7 @@ def assert_names_the_key(message: str, dotted: str) -> None:
     parts = dotted.split(".")
     prefixes = {".".join(parts[: k + 1]) for k in range(len(parts))}
     prefixes |= {repr(p) for p in prefixes if not p.isprintable()}  # shown quoted
+    prefixes |= {key_text(p) for p in prefixes}  # as messages show keys: quoted, a long one cut to 120 characters
     lines = message.splitlines()
     assert len(lines) >= 2 and "invalid campaign" in lines[0], message
     named = [ln for ln in lines[1:] if ln.startswith("  ")
