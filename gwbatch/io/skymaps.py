@@ -33,7 +33,8 @@ def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float |
     header["COORDSYS"] = ("C", "Ecliptic, Galactic or Celestial (equatorial)")
     header["NSIDE"] = (nside, "Resolution parameter of HEALPIX")
     header["INDXSCHM"] = ("IMPLICIT", "Indexing: IMPLICIT or EXPLICIT")
-    header["OBJECT"] = (object_name, "Unique identifier for this event")
+    # a long identifier takes the whole card (a comment beside it would be cut, with a warning)
+    header["OBJECT"] = (object_name, "Unique event identifier") if len(object_name) <= 40 else object_name
     header["CREATOR"] = (creator, "Program that created this file")
     header["ORIGIN"] = ("gwbatch", "Organization responsible for this FITS file")
     header["DATE"] = (Time.now().utc.isot.split(".")[0], "UTC date of file creation")
