@@ -160,3 +160,30 @@ def test_info_lists_coverage_gaps_and_flags(tmp_path):
     assert "  H1   data 14 of 16 s (87.5%), 1 gap: [1000000005, 1000000007) 2 s" in text
     assert "CBC_CAT1 13 s" in text
     assert "  L1   data 8 of 16 s (50.0%), 1 gap: [1000000008, 1000000016) 8 s" in text
+
+
+def test_data_quality_values_are_sealed(tmp_path):
+    """DQ values rewritten after the seal (same dtype and shape) are refused, as is a store sealed
+    before the DQ array was; gwbatch seal accepts a deliberate edit."""
+    import zarr
+
+    from gwbatch.io.store import _attributes_digest, seal
+
+    path = tmp_path / "s.zarr"
+    with make(path) as w:
+        w.write_strain("H1", 0, np.ones(4096))
+        w.write_strain("L1", 0, np.ones(4096))
+        w.write_dq("H1", 0, np.full(16, 127))
+        w.write_dq("L1", 0, np.full(16, 127))
+        w.commit()
+    meta = read_meta(path)
+    group = zarr.open_group(path, mode="r+", use_consolidated=False)
+    group["dq"][0, 3] = 1  # H1 second 3 loses its CAT flags
+    with pytest.raises(DataError, match="data-quality values changed after it was sealed"):
+        read_meta(path)
+    assert (read_dq(seal(path), ["H1"])[0, 3]) == 1  # resealed: the edit is the store's content now
+    old = _attributes_digest(meta.ifos, meta.sample_rate, meta.t0, meta.dq_bits, meta.n_samples, meta.chunk_samples, None)
+    group = zarr.open_group(path, mode="r+", use_consolidated=False)
+    group["checksum"].attrs["attributes_sha256"] = old
+    with pytest.raises(DataError, match="sealed by an older gwbatch, which did not seal its data-quality array"):
+        read_meta(path)

@@ -265,7 +265,7 @@ LIES = {
     "sample_rate missing": "attribute 'sample_rate' is None; expected a number of Hz",
     "sample_rate text": "attribute 'sample_rate' is '256'; expected a number of Hz",
     "sample_rate true": "attribute 'sample_rate' is True; expected a number of Hz",
-    "sample_rate 256.3": r"attributes \(ifos, sample_rate, t0, dq_bits\) or strain layout changed after it was sealed",
+    "sample_rate 256.3": r"attributes \(ifos, sample_rate, t0, dq_bits\), strain layout or data-quality values changed after it was sealed",
     "dq_bits missing": "attribute 'dq_bits' is None; expected a list of 1 to 8 distinct names",
     "dq_bits repeated": r"attribute 'dq_bits' is \['DATA', 'DATA'\]; expected a list of 1 to 8 distinct names",
     "t0 2**62": r"attribute 't0' 4611686018427387904.000000000 is outside the GPS times gwbatch handles, \[0, 2\*\*32\)",

@@ -209,13 +209,25 @@ def chunk_digest(row: int, index: int, data: bytes) -> int:
     return int.from_bytes(h.digest(), "little") or 1
 
 
-def _attributes_digest(ifos, sample_rate: float, t0: GPSTime, dq_bits, n_samples: int, chunk_samples: int) -> str:
+def _attributes_digest(ifos, sample_rate: float, t0: GPSTime, dq_bits, n_samples: int, chunk_samples: int,
+                       dq_sha256: str | None) -> str:
     """SHA-256 of what gives the strain its meaning (format, detectors, rate, t0, DQ bit names,
-    shape): sealed with the checksum table, so an attribute edited afterwards is seen."""
-    blob = json.dumps({"format": STORE_FORMAT, "ifos": list(ifos), "sample_rate": float(sample_rate),
-                       "t0": str(t0), "dq_bits": list(dq_bits), "n_samples": int(n_samples),
-                       "chunk_samples": int(chunk_samples)}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    shape) and of the data-quality array's content: sealed with the checksum table, so an attribute
+    or a DQ value edited afterwards is seen.  ``dq_sha256`` None: the digest of stores sealed before
+    the DQ array was (recognised, to ask for a new seal)."""
+    fields = {"format": STORE_FORMAT, "ifos": list(ifos), "sample_rate": float(sample_rate), "t0": str(t0),
+              "dq_bits": list(dq_bits), "n_samples": int(n_samples), "chunk_samples": int(chunk_samples)}
+    if dq_sha256 is not None:
+        fields["dq_sha256"] = dq_sha256
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _dq_sha256(values: np.ndarray) -> str:
+    """SHA-256 of the DQ array: its shape and its uint8 bytes."""
+    values = np.ascontiguousarray(values, dtype=np.uint8)
+    h = hashlib.sha256(repr(values.shape).encode())
+    h.update(values.tobytes())
+    return h.hexdigest()
 
 
 def _chunk_file(root: Path, row: int, index: int) -> Path:
@@ -581,7 +593,8 @@ class StoreWriter:
         table = _checksum_table(self._tmp, len(self.ifos), n_chunks, self.chunk_samples, decode=False,
                                 carried=self._carried)
         _write_seal(self._group, table, _attributes_digest(self.ifos, self.sample_rate, self.t0, self.dq_bits,
-                                                           self.n_samples, self.chunk_samples))
+                                                           self.n_samples, self.chunk_samples,
+                                                           _dq_sha256(self._group["dq"][...])))
         (self._tmp / _OWNER).unlink(missing_ok=True)
         _consolidate(self._tmp)
         old = None
@@ -809,15 +822,20 @@ def _check_dq(path: Path, group: zarr.Group, n_ifo: int, n_samples: int, rate: f
         )
 
 
-def _check_checksums(path: Path, group: zarr.Group, n_ifo: int, n_chunks: int, attributes_sha256: str) -> np.ndarray:
+def _check_checksums(path: Path, group: zarr.Group, n_ifo: int, n_chunks: int, attributes_sha256: str,
+                     unsealed_dq_sha256: str) -> np.ndarray:
     advice = f"run 'gwbatch seal {path}' if the store is as intended, or re-ingest it"
     arr = _array(path, group, "checksum", advice)
     if arr.dtype != np.dtype("uint64") or arr.shape != (n_ifo, n_chunks):
         raise DataError(f"store {path}: array 'checksum' has data type {arr.dtype} and shape {arr.shape}; expected "
                         f"uint64 {(n_ifo, n_chunks)}, one per strain chunk; {advice}")
-    if arr.attrs.get("attributes_sha256") != attributes_sha256:
-        raise DataError(f"store {path}: its attributes (ifos, sample_rate, t0, dq_bits) or strain layout changed "
-                        f"after it was sealed; {advice}")
+    sealed = arr.attrs.get("attributes_sha256")
+    if sealed == unsealed_dq_sha256:
+        raise DataError(f"store {path} was sealed by an older gwbatch, which did not seal its data-quality array; "
+                        f"{advice}")
+    if sealed != attributes_sha256:
+        raise DataError(f"store {path}: its attributes (ifos, sample_rate, t0, dq_bits), strain layout or "
+                        f"data-quality values changed after it was sealed; {advice}")
     return _values(path, arr, "checksum").astype(np.uint64)
 
 
@@ -839,8 +857,10 @@ def _contract(path: Path, group: zarr.Group, sealing: bool = False) -> StoreMeta
         raise DataError(f"store {path}: attribute 'provenance' is {_short(provenance)}; expected a mapping")
     checksums = None
     if not sealing:
-        digest = _attributes_digest(ifos, rate, t0, dq_bits, n_samples, chunk)
-        checksums = _check_checksums(path, group, len(ifos), -(-n_samples // chunk), digest)
+        dq = _dq_sha256(_values(path, _array(path, group, "dq", "re-ingest the store"), "dq"))
+        checksums = _check_checksums(path, group, len(ifos), -(-n_samples // chunk),
+                                     _attributes_digest(ifos, rate, t0, dq_bits, n_samples, chunk, dq),
+                                     _attributes_digest(ifos, rate, t0, dq_bits, n_samples, chunk, None))
     return StoreMeta(path=path, ifos=ifos, sample_rate=rate, t0=t0, n_samples=n_samples, chunk_samples=chunk,
                      dq_bits=dq_bits, provenance=dict(provenance), has_injections="injections" in group,
                      checksums=checksums)
@@ -874,8 +894,9 @@ def seal(path: str | os.PathLike) -> StoreMeta:
     meta = _contract(path, group, sealing=True)
     table = _checksum_table(path, len(meta.ifos), meta.n_chunks, meta.chunk_samples, decode=True)
     group.attrs["format"] = STORE_FORMAT
+    dq = _dq_sha256(_values(path, _array(path, group, "dq", "re-ingest the store"), "dq"))
     _write_seal(group, table, _attributes_digest(meta.ifos, meta.sample_rate, meta.t0, meta.dq_bits,
-                                                 meta.n_samples, meta.chunk_samples))
+                                                 meta.n_samples, meta.chunk_samples, dq))
     _consolidate(path)
     return read_meta(path)
 
