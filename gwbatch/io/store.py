@@ -908,10 +908,7 @@ def store_identity(meta: StoreMeta) -> dict:
     checksums are not in it: callers compare those chunk by chunk (``meta.checksums``).  Reads the
     whole DQ array (a year at 1 Hz is 32 MB per detector)."""
     group = _open_group(meta.path)
-    dq = np.ascontiguousarray(_values(meta.path, _array(meta.path, group, "dq", "re-ingest the store"), "dq"),
-                              dtype=np.uint8)
-    h = hashlib.sha256(repr(dq.shape).encode())
-    h.update(dq.tobytes())
+    dq = _dq_sha256(_values(meta.path, _array(meta.path, group, "dq", "re-ingest the store"), "dq"))
     return {
         "format": STORE_FORMAT,
         "ifos": list(meta.ifos),
@@ -920,7 +917,7 @@ def store_identity(meta: StoreMeta) -> dict:
         "n_samples": meta.n_samples,
         "chunk_samples": meta.chunk_samples,
         "dq_bits": list(meta.dq_bits),
-        "dq_sha256": h.hexdigest(),
+        "dq_sha256": dq,
         "injections_sha256": _table_sha256(read_injections(meta.path)) if meta.has_injections else None,
         "provenance": json.loads(json.dumps(meta.provenance, default=str)),
     }
