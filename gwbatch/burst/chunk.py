@@ -17,10 +17,7 @@
 6. Events with ``rho >= rho_min``, ``cc >= cc_min`` whose time is in the chunk's own samples are
    kept, the loudest within the cluster window per lag; zero-lag events with ``rho`` at least the
    skymap threshold get a skymap (:func:`gwbatch.sky.skymap.posterior` of the likelihood
-   ``Lo`` over the grid, ``P ~ exp(Lo / 2T)``).  Its temperature is the configured one times the
-   event's ``chisq`` when above 1: the null energy per degree of freedom measures how far the data
-   are from the model (waveform spread over pixels, sky grid spacing, delay steps), and the same
-   misfit widens the likelihood across the sky.
+   ``Lo`` over the grid, ``P ~ exp(Lo / 2T)``) at the temperature of :func:`skymap_temperature`.
 
 Livetimes are those of the chunk's own samples with every detector analysing, shifted as the data
 are (:func:`gwbatch.background.slides.trial_livetimes`).
@@ -77,7 +74,8 @@ class BurstSettings:
     cluster: int  # samples: events of one lag closer than this are one
     sky_order: int
     skymap_threshold: float
-    temperature: float
+    temperature: float  # skymap temperature's base (:func:`skymap_temperature`)
+    systematic: float = 0.0  # ... and its fraction of the event's largest likelihood
     n_deep: int = 0  # deep lags after the n_trials base ones (events kept above the chunk's cut)
     deep_tail: int = 100  # the chunk's cut: the (deep_tail + 1)-th loudest base lag event
 
@@ -118,6 +116,20 @@ def sensitivities(psd: list, frequencies: np.ndarray) -> np.ndarray:
     amp = np.stack([1.0 / np.sqrt(np.interp(frequencies, np.asarray(to_host(f)), np.asarray(to_host(s))))
                     for f, s in psd], axis=1)
     return (amp / amp.max(axis=1, keepdims=True)).astype(np.float32)
+
+
+def skymap_temperature(likelihood, base: float, systematic: float) -> float:
+    """Temperature of an event's skymap, ``T = base + systematic * max(Lo)`` over the grid.
+
+    ``Lo / 2`` would be the log likelihood ratio of independent unit-variance pixels; the frame's
+    pixels overlap (energies sum to twice the SNR squared), which alone makes ``T = 2``, and noise
+    in which pixels enter the sums widens it further (``base``).  The pixel model's own misfit
+    (quarter-sample delays, sky grid spacing, one polarisation with two detectors) takes a fixed
+    fraction of the signal's likelihood, so it grows with ``Lo`` (``systematic``).  Both are set by
+    the P-P test of the sky maps over injection campaigns, as the coherent maps' temperature is
+    (:func:`gwbatch.sky.skymap.pp_test`; the study is in :mod:`gwbatch.searches.burst`).
+    """
+    return float(base + systematic * max(float(np.max(likelihood)), 0.0))
 
 
 def run_skyloop(batch: ClusterBatch, table: SkyTable, cuts: SkyLoopCuts):
@@ -321,7 +333,8 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
             if lag == 0 and row["rho"] >= settings.skymap_threshold:
                 full = direction_statistics(ClusterBatch(host[:, part], np.array([0, rows.size]), weights[rows]), 0,
                                             table, settings.cuts)
-                maps.append(posterior(full["Lo"], settings.temperature * max(ev["chisq"], 1.0)).astype(np.float32))
+                temperature = skymap_temperature(full["Lo"], settings.temperature, settings.systematic)
+                maps.append(posterior(full["Lo"], temperature).astype(np.float32))
                 row["skymap"] = len(maps) - 1
             out.append(row)
         first = last
