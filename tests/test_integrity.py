@@ -30,7 +30,7 @@ from workflow.cli import main
 # the command line, so each of them can be run against an older gwbatch to see the finding it covers.
 LOCK, MANIFEST = ".gwbatch-lock", "manifest.json"
 FINAL_FILES = ("candidates.parquet", "triggers.parquet", "background.parquet", "injections.parquet",
-               "gates.parquet", "report.html")
+               "gates.parquet", "psd.h5", "report.html")
 TABLES = ("candidates.parquet", "background.parquet", "triggers.parquet", "gates.parquet", "injections.parquet")
 FS = 1024
 

@@ -267,6 +267,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "gates": "gates.parquet",
             "report": "report.html", **({"injections": "injections.parquet"} if injections is not None else {}),
             **({"skymaps": sorted(reduced.skymaps)} if reduced.skymaps else {}),
+            **({"psd": "psd.h5"} if reduced.psds else {}),
         },
         "timing": {"wall_seconds": wall, "chunk_seconds_total": float(sum(c["seconds"] for c in chunks)),
                    "task_stages": task_stages(chunks)},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -12,10 +12,11 @@ from gwbatch.background.reference import reference_far
 from gwbatch.candidates.injections import in_segments, match_injections
 from gwbatch.conditioning.mask import merge_segments
 from gwbatch.gpstime import GPSTime, sample_times
+from gwbatch.io.psds import ChunkPSDs, chunk_psds
 from gwbatch.io.store import StoreMeta, read_injections
 from gwbatch.searches import get_search
 from gwbatch.searches.base import Reduction
-from gwbatch.searches.common import INJECTED
+from gwbatch.searches.common import INJECTED, PSD, PSD_FREQUENCY
 from gwbatch.simulate.injection_set import injection_table
 from gwbatch.tasks import ChunkResult
 from workflow.plan import Plan
@@ -33,6 +34,7 @@ class Reduced:
     gates: pd.DataFrame
     skymaps: dict[str, np.ndarray]  # candidates' skymaps by file name (relative to the run directory)
     reference: dict | None = None  # background.reference's summary, when the FARs are against it
+    psds: dict[str, ChunkPSDs] = field(default_factory=dict)  # per detector, the PSD of each chunk (psd.h5)
 
 
 def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> Reduced:
@@ -69,7 +71,25 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
     candidates = flag_hardware_injections(candidates, plan)
     gates = pd.concat([r.gates for r in results], ignore_index=True)
     gates["gps_time"] = sample_times(t0, gates["sample"].to_numpy(np.float64), fs) if len(gates) else np.zeros(0)
-    return Reduced(per_ifo, segments, bg, candidates, events, injections, gates, found.skymaps, reference)
+    return Reduced(per_ifo, segments, bg, candidates, events, injections, gates, found.skymaps, reference,
+                   measured_psds(plan, results))
+
+
+def measured_psds(plan: Plan, results: list[ChunkResult]) -> dict[str, ChunkPSDs]:
+    """Per detector, the PSD each chunk measured and whitened with (:mod:`gwbatch.io.psds`), with the
+    GPS span the chunk owns; empty for a search that does not whiten."""
+    fs, t0 = plan.sample_rate, GPSTime.parse(plan.t0)
+    spans = {c.index: sample_times(t0, [c.start, c.stop], fs) for c in plan.chunks}
+    rows: dict[str, list] = {ifo: [] for ifo in plan.ifos}
+    for r in results:
+        if PSD not in r.arrays:
+            continue
+        for i, ifo in enumerate(plan.ifos):
+            if np.isfinite(r.arrays[PSD][i]).all():
+                start, stop = spans[r.index]
+                segments = int((r.series_stats.get(ifo) or {}).get("psd_segments", 0))
+                rows[ifo].append((float(start), float(stop), segments, r.arrays[PSD_FREQUENCY], r.arrays[PSD][i]))
+    return {ifo: chunk_psds(found) for ifo, found in rows.items() if found}
 
 
 def against_reference(candidates: pd.DataFrame, reference, rank_column: str, tail: int) -> pd.DataFrame:

@@ -66,7 +66,7 @@ STAGING = ".staging"
 JOURNAL = "COMMIT"
 #: The final set's files besides the manifest, and the skymaps directory.
 FINAL_FILES = ("candidates.parquet", "triggers.parquet", "background.parquet", "injections.parquet",
-               "gates.parquet", "report.html")
+               "gates.parquet", "psd.h5", "report.html")
 #: Every name the run directory uses itself (a search member cannot be named so).
 OWN_NAMES = (MARKER, MEMBER_MARKER, LOCK, IDENTITY, CHUNKS, PARTS, BANKS, SKYMAPS, MANIFEST, STAGING, *FINAL_FILES)
 

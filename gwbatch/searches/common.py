@@ -36,6 +36,8 @@ from gwbatch.tasks import ChunkResult, ChunkTask
 
 #: The chunk table of the file injections' measured optimal SNRs (``id``, ``ifo``, ``snr``).
 INJECTED = "injected"
+#: The chunk arrays of the PSDs each detector was whitened with (:meth:`ChunkRun.psd_arrays`).
+PSD, PSD_FREQUENCY = "psd", "psd_frequency"
 
 
 @dataclass
@@ -136,6 +138,7 @@ class ChunkRun:
         self.gates: list[pd.DataFrame] = []
         self.stats: dict[str, dict] = {}
         self.injected: list[dict] = []
+        self.psds: dict[str, tuple] = {}
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> "ChunkRun":
@@ -162,6 +165,18 @@ class ChunkRun:
         if len(gates):
             self.gates.append(gates)
         self.injected += series.injected
+        if series.cond.psd is not None and series.cond.psd[1] is not None:
+            self.psds[series.ifo] = tuple(to_host(p) for p in series.cond.psd)
+
+    def psd_arrays(self) -> dict[str, np.ndarray]:
+        """The PSDs the detectors were whitened with: ``psd`` ``(detectors, F)`` in the task's detector
+        order (NaN for a detector whose PSD was not measured) and ``psd_frequency`` ``(F,)``; none
+        when no detector was whitened."""
+        if not self.psds:
+            return {}
+        freq = next(iter(self.psds.values()))[0]
+        rows = [self.psds[ifo][1] if ifo in self.psds else np.full(freq.size, np.nan) for ifo in self.task.ifos]
+        return {PSD: np.stack(rows).astype(np.float64), PSD_FREQUENCY: np.asarray(freq, np.float64)}
 
     def triggers(self, columns: dict) -> pd.DataFrame:
         """The triggers recorded so far, every detector's, in ``columns`` and their dtypes."""
@@ -181,7 +196,7 @@ class ChunkRun:
             seconds=time.perf_counter() - self.started,
             tables={**(tables or {}), **({INJECTED: pd.DataFrame(self.injected, columns=["id", "ifo", "snr", "time"])}
                                          if self.task.injections else {})},
-            arrays=arrays or {},
+            arrays={**(arrays or {}), **self.psd_arrays()},
             device_peak_bytes=int(self._peak[0]),
             stage_seconds=dict(self.timer.seconds),
         )
