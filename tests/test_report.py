@@ -234,7 +234,87 @@ def rich_inputs(ifos=("H1", "L1")) -> dict:
     inj["area90"] = np.where(inj["found"], 120.0, np.nan)
     inputs["series"] = make_series(ifos)
     inputs["skymaps"] = make_skymaps()
+    inputs["psds"] = make_psds(ifos)
+    inputs["segments"] = make_segments(ifos)
+    inputs["triggers"] = make_trigger_snrs(ifos)
+    inputs["qscans"] = [make_qscan(ifos)]
+    inputs["tfmaps"] = [make_tfmap(ifos)]
     return inputs
+
+
+PSD_FREQUENCY = np.linspace(0.0, 1024.0, 1025)
+
+
+def design_asd(f: np.ndarray) -> np.ndarray:
+    """A bucket-shaped ASD (strain/√Hz) with its minimum near 150 Hz."""
+    f = np.maximum(f, 1.0)
+    return 1e-23 * ((f / 150.0) ** -4 + 1.0 + (f / 150.0) ** 2) / 3.0
+
+
+def make_psds(ifos=("H1", "L1"), chunks=9):
+    """Per detector, ``chunks`` PSDs: the design PSD scaled by 0.8 ... 1.2 (so the median chunk is the
+    design itself), the second detector 1.5 times less sensitive."""
+    from gwbatch.io.psds import ChunkPSDs
+
+    scale = np.linspace(0.8, 1.2, chunks)
+    return {ifo: ChunkPSDs(PSD_FREQUENCY, (1.5 ** k * design_asd(PSD_FREQUENCY)) ** 2 * scale[:, None],
+                           SPAN_START + 1024.0 * np.arange(chunks), SPAN_START + 1024.0 * (np.arange(chunks) + 1),
+                           np.full(chunks, 15, np.int64))
+            for k, ifo in enumerate(ifos)}
+
+
+def make_segments(ifos=("H1", "L1")) -> dict:
+    """Two analysed segments per detector (the second detector has a gap), one veto in the first."""
+    analysed = {ifo: np.array([[SPAN_START, SPAN_START + 2000.0 - 300.0 * k],
+                               [SPAN_START + 2100.0, SPAN_START + SPAN]]) for k, ifo in enumerate(ifos)}
+    return {"analysed": analysed, "vetoed": {ifos[0]: np.array([[SPAN_START + 500.0, SPAN_START + 532.0]])},
+            "span": (SPAN_START, SPAN_START + SPAN)}
+
+
+def make_trigger_snrs(ifos=("H1", "L1"), seed=6) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"statistic": "SNR", "values": {ifo: 5.5 + rng.exponential(1.0, 200 + 50 * k)
+                                           for k, ifo in enumerate(ifos)}}
+
+
+QSCAN_RATE, QSCAN_F0, QSCAN_Q = 1024.0, 150.0, 9.0
+
+
+def sine_gaussian(t: np.ndarray, t0: float, f0: float, q: float) -> np.ndarray:
+    tau = q / (np.sqrt(2.0) * np.pi * f0)
+    return np.exp(-((t - t0) / tau) ** 2) * np.sin(2 * np.pi * f0 * (t - t0))
+
+
+def make_qscan(ifos=("H1", "L1"), seed=7) -> dict:
+    """The top candidate's Q transforms: 4 s of white noise with a sine-Gaussian at the candidate (2 s in)."""
+    from dataclasses import replace
+
+    from gwbatch.report.qtransform import q_transform
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(4 * QSCAN_RATE)) / QSCAN_RATE
+    scans = {}
+    for ifo in ifos:
+        x = rng.normal(size=t.size) + 4.0 * sine_gaussian(t, 2.0, QSCAN_F0, QSCAN_Q)
+        scan = q_transform(x, QSCAN_RATE, frange=(20.0, np.inf), search=(1.75, 2.25), outseg=(1.5, 2.5),
+                           n_times=150, n_frequencies=80)
+        scans[ifo] = replace(scan, times=scan.times - 2.0, peak_time=scan.peak_time - 2.0)
+    cands = make_candidates(ifos)
+    return {"label": "pulse", "gps_time": float(cands["gps_time"].iloc[0]), "scans": scans}
+
+
+def make_tfmap(ifos=("H1", "L1")) -> dict:
+    """A burst-like pixel map of the top candidate: unit noise with an excess box at 100-200 Hz."""
+    rng = np.random.default_rng(8)
+    t, f = np.linspace(-0.5, 0.5, 64), np.arange(24, 500, 16.0)
+    maps = {}
+    for ifo in ifos:
+        energy = rng.exponential(1.0, (f.size, t.size))
+        energy[np.ix_((f >= 100) & (f <= 200), np.abs(t) < 0.05)] += 30.0
+        maps[ifo] = (t, f, energy)
+    cands = make_candidates(ifos)
+    return {"label": "burst", "gps_time": float(cands["gps_time"].iloc[0]), "resolution": 16.0,
+            "box": (-0.05, 0.05, 100.0, 200.0), "maps": maps}
 
 
 def full_inputs(ifos=("H1", "L1")) -> dict:
@@ -275,7 +355,7 @@ def test_full_report(full_report):
     top = inputs["candidates"]["gps_time"].iloc[0]
     assert f"{top:.4f}" in text and "1126260234.5679" in text
     assert ">inf<" in text  # the infinite IFAR of the top candidate
-    for section in ("Summary", "Candidates", "Cumulative IFAR", "Ranking statistic distribution",
+    for section in ("Configuration and timing", "Candidates", "Cumulative IFAR", "Ranking statistic distribution",
                     "Injection recovery", "Chunks", "Gates", "FAR convention"):
         assert section in text
     assert "2.00 GiB" in text
@@ -432,7 +512,8 @@ def test_fig_to_svg_strips_header():
 # time series and skymaps of the top candidates, provenance, stage timing, GPU utilisation, searches
 
 FIGURE_IDS = ("fig-time", "fig-ifar", "fig-rank", "fig-series", "fig-skymaps", "fig-inj", "fig-eff-snr",
-              "fig-eff-hrss", "fig-pp", "fig-gpu")
+              "fig-eff-hrss", "fig-pp", "fig-gpu", "fig-asd", "fig-segments", "fig-snr-hist", "fig-qscan-1",
+              "fig-tfmap-1")
 PIXEL_AREA_ORDER3 = 4 * np.pi * (180 / np.pi) ** 2 / 768
 
 
@@ -623,7 +704,7 @@ def test_member_links_stay_relative(tmp_path):
         for n, r in (("a", "http://example.org/r.html"), ("b", "javascript:alert(1)"), ("c", "/etc/r.html"),
                      ("d", "../other/report.html"), ("e", "my search/report.html"), ("<b>", None))]
     text = write_report(tmp_path / "report.html", **inputs).read_text()
-    assert re.findall(r'<a href="([^"]*)"', text) == ["my%20search/report.html"]
+    assert [h for h in re.findall(r'<a href="([^"]*)"', text) if not h.startswith("#")] == ["my%20search/report.html"]
     assert "<td>javascript:alert(1)</td>" in text and "&lt;b&gt;" in text
 
 
@@ -721,3 +802,218 @@ def test_summary_states_the_deep_background_and_the_reach(tmp_path):
     assert "<th>deep slides</th><td>400, keeping events ranked &gt;= 7.031</td>" in summary
     assert ("<th>IFAR reach</th><td>0.0571 yr counted; 1.26e+03 yr from the tail fit (up to rank 10.42)</td>"
             in summary)
+
+
+# ----------------------------------------------------------------------------------------------
+# the page for analysts: candidates first, navigation, flags and links, detector figures, Q transforms
+
+
+def section_ids(text: str) -> list[str]:
+    return re.findall(r'<section id="([^"]+)"', text)
+
+
+def candidate_rows(text: str) -> list[str]:
+    table = text.split('<section id="candidates">')[1].split("</table>")[0]
+    return table.split("<tbody>")[1].split("<tr>")[1:]
+
+
+def test_candidates_come_first_and_the_configuration_last(rich_report):
+    """The first section is the candidate table (after the title line and the navigation bar); the
+    configuration and timing and the provenance come after every figure."""
+    text, _ = rich_report
+    ids = section_ids(text)
+    assert ids[0] == "candidates"
+    assert ids[-2:] == ["summary", "provenance"]
+    for before in ("details", "figures", "asd", "segments", "triggers", "chunks", "gates"):
+        assert ids.index(before) < ids.index("summary")
+    body = text.split("<body>")[1]
+    assert body.index("<header") < body.index("<nav") < body.index('<section id="candidates">')
+    assert body.index('id="fig-gpu"') > body.index('<section id="summary">')
+
+
+def test_navigation_links_every_section(rich_report):
+    text, _ = rich_report
+    nav = re.search(r"<nav[^>]*>(.*?)</nav>", text, re.S).group(1)
+    targets = re.findall(r'href="#([^"]+)"', nav)
+    assert targets == section_ids(text)
+    ids = set(re.findall(r'\bid="([^"]+)"', text))
+    for target in re.findall(r'href="#([^"]+)"', text):  # every in-page link resolves
+        assert target in ids, target
+
+
+def test_bound_fars_are_marked(tmp_path):
+    """A bound FAR is an upper limit: "< FAR" and "> IFAR"; counted and extrapolated ones are plain."""
+    inputs = empty_inputs()
+    cands = make_candidates(n=6)
+    cands["far"] = [1e-8, 2e-8, 3e-8, 4e-8, 5e-8, 6e-8]
+    cands["ifar_years"] = 1.0 / (cands["far"] * YEAR)
+    cands["far_kind"] = ["bound", "counted", "extrapolated", "bound", "counted", "counted"]
+    inputs["candidates"] = cands
+    rows = candidate_rows(write_report(tmp_path / "report.html", **inputs).read_text())
+    assert len(rows) == 6
+    for row, kind, far, ifar in zip(rows, cands["far_kind"], cands["far"], cands["ifar_years"]):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        bound = kind == "bound"
+        assert (f"&lt; {fmt_far(far)}" in cells) is bound and (f"&gt; {fmt_ifar(ifar)}" in cells) is bound
+        assert (fmt_far(far) in cells) is not bound and (fmt_ifar(ifar) in cells) is not bound
+
+
+def test_injection_flag_exactly_on_matched_rows(full_report):
+    """Found injections 0-3 matched candidates 0-3 (``candidate``): those rows, and only those, say so."""
+    _, out, inputs = full_report
+    inj = inputs["injections"]
+    matched = dict(zip(inj.loc[inj["found"], "candidate"], inj.loc[inj["found"], "id"]))
+    assert sorted(matched) == [0, 1, 2, 3]
+    for i, row in enumerate(candidate_rows(out.read_text())):
+        flag = re.search(r'<span class="flag">([^<]*)</span>', row)
+        assert (flag is not None) is (i in matched)
+        if flag:
+            assert flag.group(1) == f"injection {matched[i]}"
+
+
+def test_hardware_injection_flag(tmp_path):
+    inputs = empty_inputs()
+    flags = [False, True, False, False, True, False]
+    inputs["candidates"] = make_candidates(n=6).assign(hw_injection=flags)
+    rows = candidate_rows(write_report(tmp_path / "report.html", **inputs).read_text())
+    assert ['<span class="flag">hardware injection</span>' in r for r in rows] == flags
+
+
+def test_candidates_link_their_skymap_and_detail(tmp_path):
+    """The skymap link is relative to the run directory (to the member's in a campaign of several
+    searches); the detail link goes to the candidate's block, which exists for candidates with figures."""
+    inputs = empty_inputs()
+    cands = make_candidates(n=6)
+    cands["skymap"] = [f"skymaps/{t:.3f}.fits" for t in cands["gps_time"]]
+    cands.loc[3:, "skymap"] = ""
+    inputs["candidates"] = cands
+    series = [{**entry, "gps_time": float(t)} for entry, t in zip(make_series(n=2), cands["gps_time"])]
+    text = write_report(tmp_path / "report.html", **inputs, series=series).read_text()
+    rows = candidate_rows(text)
+    for i, row in enumerate(rows):
+        has_map = i < 3
+        assert (f'<a href="skymaps/{cands["gps_time"].iloc[i]:.3f}.fits">skymap</a>' in row) is has_map
+        assert (f'<a href="#cand-{i + 1}">detail</a>' in row) is (i < 2)
+    assert 'id="cand-1"' in text and 'id="cand-2"' in text and 'id="cand-3"' not in text
+    inputs["candidates"] = cands.assign(member="spiir")
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    assert f'<a href="spiir/skymaps/{cands["gps_time"].iloc[0]:.3f}.fits">skymap</a>' in candidate_rows(text)[0]
+
+
+def test_asd_bands_follow_the_chunks():
+    """Nine chunks scaled 0.8 ... 1.2 in PSD: the median ASD is the design ASD, the 10 % and 90 %
+    percentiles those of the chunks' ASD scales, and nothing below f_low or at Nyquist is kept."""
+    from gwbatch.report.figures.asd import asd_bands
+
+    psd = make_psds(("H1",))["H1"]
+    f, median, low, high = asd_bands(psd, 20.0)
+    assert f[0] == 20.0 and f[-1] == 1023.0
+    np.testing.assert_allclose(median, design_asd(f), rtol=1e-12)
+    scales = np.percentile(np.sqrt(np.linspace(0.8, 1.2, 9)), [10, 90])
+    np.testing.assert_allclose(low, design_asd(f) * scales[0], rtol=1e-12)
+    np.testing.assert_allclose(high, design_asd(f) * scales[1], rtol=1e-12)
+
+
+def test_asd_figure_quotes_the_median_at_100_hz(rich_report):
+    """The ASD table's median at 100 Hz matches sqrt of the input PSDs' median there (within 0.1 %,
+    the printed precision); the lowest median ASD lies at the design's minimum."""
+    text, inputs = rich_report
+    assert "<svg" in figure_html(text, "fig-asd")
+    table = text.split('<figure id="fig-asd">')[1].split("</table>")[0]
+    for k, ifo in enumerate(inputs["psds"]):
+        row = [r for r in table.split("<tr>") if f"<td>{ifo}</td>" in r][0]
+        cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+        assert cells[0] == "9"
+        expected = 1.5 ** k * design_asd(np.array([100.0]))[0]
+        assert float(cells[1]) == pytest.approx(expected, rel=1e-3)
+        grid = np.arange(20.0, 1024.0)
+        assert float(cells[3]) == pytest.approx(1.5 ** k * design_asd(grid).min(), rel=1e-3)
+        assert float(cells[4]) == grid[np.argmin(design_asd(grid))]
+
+
+def test_segment_timeline(rich_report):
+    """Analysed and vetoed seconds per detector, counts of segments and gates, as given."""
+    text, inputs = rich_report
+    assert "<svg" in figure_html(text, "fig-segments")
+    table = text.split('<figure id="fig-segments">')[1].split("</table>")[0]
+    rows = {ifo: re.findall(r'<td class="num">([^<]*)</td>', [r for r in table.split("<tr>") if f"<td>{ifo}</td>" in r][0])
+            for ifo in ("H1", "L1")}
+    assert rows["H1"] == ["3996 s (1:06:36)", "2", "32 s", "1", "1"]
+    assert rows["L1"] == ["3696 s (1:01:36)", "2", "0 s", "0", "1"]
+
+
+def test_snr_histograms(rich_report):
+    """Each detector's triggers all counted in the histogram's table, with their largest SNR."""
+    text, inputs = rich_report
+    assert "<svg" in figure_html(text, "fig-snr-hist")
+    table = text.split('<figure id="fig-snr-hist">')[1].split("</table>")[0]
+    for ifo, values in inputs["triggers"]["values"].items():
+        row = [r for r in table.split("<tr>") if f"<td>{ifo}</td>" in r][0]
+        cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+        assert cells == [str(values.size), f"{np.median(values):.2f}", f"{values.max():.2f}"]
+    from gwbatch.report.figures.triggers import snr_histograms
+
+    edges, counts = snr_histograms(inputs["triggers"]["values"])
+    assert {ifo: int(n.sum()) for ifo, n in counts.items()} == {"H1": 200, "L1": 250}
+
+
+def test_no_single_detector_triggers(tmp_path):
+    text = write_report(tmp_path / "report.html", **empty_inputs(),
+                        triggers={"statistic": "SNR", "values": {"H1": np.zeros(0)}}).read_text()
+    assert "Not drawn: the search records no single-detector triggers" in text
+
+
+def test_candidate_block_has_its_q_transform_and_tf_map(rich_report):
+    """The top candidate's block holds its Q transform (loudest tile at the injected sine-Gaussian:
+    within 10 ms and 10 % of 150 Hz) and its burst map."""
+    text, _ = rich_report
+    block = text.split('<div class="cand" id="cand-1">')[1].split("</div>")[0]
+    assert 'id="fig-qscan-1"' in block and 'id="fig-tfmap-1"' in block
+    assert "data:image/png;base64," in figure_html(text, "fig-qscan-1")
+    table = block.split('<figure id="fig-qscan-1">')[1].split("</table>")[0]
+    for ifo in ("H1", "L1"):
+        cells = re.findall(r'<td class="num">([^<]*)</td>', [r for r in table.split("<tr>") if f"<td>{ifo}</td>" in r][0])
+        q, t, f, energy = (float(c) for c in cells)
+        assert abs(t) < 0.01 and abs(f / QSCAN_F0 - 1) < 0.1 and energy > 25
+    assert '<a href="#candidates">back to the table</a>' in block
+
+
+def test_failed_figure_is_named_and_the_report_written(tmp_path, monkeypatch):
+    import gwbatch.report.html as report_html
+
+    def broken(*args):
+        raise ValueError("no ink")
+
+    monkeypatch.setattr(report_html, "fig_asd", broken)
+    inputs = empty_inputs()
+    text = write_report(tmp_path / "report.html", **inputs, psds=make_psds()).read_text()
+    assert "Not drawn: drawing it failed (ValueError: no ink)." in text
+
+
+def test_captions_mention_injections_only_when_there_are_some(tmp_path):
+    inputs = full_inputs()
+    inputs["injections"] = None
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    assert "injection" not in figure_html(text, "fig-time")
+    assert "injections are marked" in figure_html(write_report(tmp_path / "r.html", **full_inputs()).read_text(),
+                                                  "fig-time")
+
+
+def test_old_run_without_the_new_inputs(full_report):
+    """A run from before PSDs, segments, trigger SNRs and maps were given: each says why it is missing."""
+    text = full_report[1].read_text()
+    assert "Not drawn: no PSDs were given to the report" in text
+    assert "Not drawn: no analysed segments were given to the report" in text
+    assert "Not drawn: no single-detector triggers were given to the report" in text
+    assert "No time-frequency maps were given to the report" in text
+
+
+def test_new_figure_inputs_are_escaped(tmp_path):
+    evil = "<script>alert(1)</script>"
+    inputs = empty_inputs()
+    inputs["candidates"] = make_candidates().assign(ifos=evil, member=evil, skymap=evil)
+    qscan, tfmap = make_qscan(), make_tfmap()
+    qscan["label"] = tfmap["label"] = evil
+    text = write_report(tmp_path / "report.html", **inputs, qscans=[qscan], tfmaps=[tfmap],
+                        triggers={"statistic": evil, "values": {evil: np.arange(5.0)}}).read_text()
+    assert "<script" not in text.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in text

@@ -1,4 +1,5 @@
-"""The report in a real browser: headless Chromium draws it, and every figure has a size on the page.
+"""The report in a real browser: headless Chromium draws it, every figure has a size on the page, every
+navigation link leads to an element of the page, and the first screen holds the candidate table.
 
 Skipped when no Chromium is installed (``make browser`` installs Debian's); with
 ``GWBATCH_REQUIRE_BROWSER=1`` (CI) a missing browser fails instead.
@@ -21,8 +22,11 @@ WIDTH, HEIGHT = 1280, 6000  # the screenshot's window: from the title down to th
 TIMEOUT = 60  # seconds for each browser run
 MIN_FIGURE_PX = 100
 
+FIRST_SCREEN = (1280, 800)  # the window in which the candidate table must start
+
 # Written into a copy of the report: on load, each figure's and each SVG's id (an SVG's is its figure's)
-# and rendered size, one per line, in <pre id="layout">, which --dump-dom then prints.
+# and rendered size, one per line, then each navigation link's target and whether an element has that id,
+# and the top of the candidate table (px from the page's top), in <pre id="layout">, which --dump-dom prints.
 LAYOUT_SCRIPT = """<script>
 window.addEventListener("load", function () {
   var lines = [];
@@ -31,6 +35,13 @@ window.addEventListener("load", function () {
     var box = el.getBoundingClientRect();
     lines.push([el.tagName.toLowerCase(), (fig && fig.id) || "-", box.width.toFixed(1), box.height.toFixed(1)].join(" "));
   });
+  document.querySelectorAll("nav a").forEach(function (a) {
+    var id = a.getAttribute("href").slice(1);
+    var target = document.getElementById(id);
+    lines.push(["nav", id, target ? "found" : "missing", target ? target.getBoundingClientRect().height.toFixed(1) : "0"].join(" "));
+  });
+  var table = document.querySelector("#candidates table");
+  lines.push(["candidates-table", "-", table ? (table.getBoundingClientRect().top + window.scrollY).toFixed(1) : "none", "0"].join(" "));
   var pre = document.createElement("pre");
   pre.id = "layout";
   pre.textContent = lines.join("\\n");
@@ -91,21 +102,41 @@ def test_screenshot_is_drawn(browser, report, tmp_path):
     assert (rgb.min(axis=2) < 200).mean() > 0.02
 
 
-def test_every_figure_has_a_size(browser, report, tmp_path):
-    page = tmp_path / "layout.html"
+def layout(browser, report, tmp_path, width: int, height: int) -> list[tuple[str, str, str, str]]:
+    """The layout script's lines (kind, id, two values) for ``report`` drawn in a ``width`` x ``height`` window."""
+    page = tmp_path / f"layout-{height}.html"
     text = report.read_text(encoding="utf-8")
     assert text.count("</body>") == 1
     page.write_text(text.replace("</body>", LAYOUT_SCRIPT + "</body>"), encoding="utf-8")
-    result = run_browser(browser, tmp_path / "profile", f"--window-size={WIDTH},{HEIGHT}",
+    result = run_browser(browser, tmp_path / "profile", f"--window-size={width},{height}",
                          "--virtual-time-budget=5000", "--dump-dom", page.as_uri())
     match = re.search(r'<pre id="layout">(.*?)</pre>', result.stdout, re.S)
     assert match, "the layout script did not run:\n" + result.stdout[-2000:]
-    sizes: dict[tuple[str, str], tuple[float, float]] = {}
-    for line in match.group(1).strip().splitlines():
-        tag, fig_id, width, height = line.split()
-        sizes[(tag, fig_id)] = (float(width), float(height))
+    return [tuple(line.split()) for line in match.group(1).strip().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def first_screen(browser, report, tmp_path_factory):
+    return layout(browser, report, tmp_path_factory.mktemp("first-screen"), *FIRST_SCREEN)
+
+
+def test_every_figure_has_a_size(first_screen):
+    sizes = {(tag, fig_id): (float(w), float(h)) for tag, fig_id, w, h in first_screen if tag in ("figure", "svg")}
     for fig_id in FIGURE_IDS:
         for tag in ("figure", "svg"):
             assert (tag, fig_id) in sizes, f"no {tag} for {fig_id} on the page"
             width, height = sizes[(tag, fig_id)]
             assert width > MIN_FIGURE_PX and height > MIN_FIGURE_PX, f"{tag} {fig_id} is {width} x {height} px"
+
+
+def test_navigation_links_resolve(first_screen, report):
+    """Every link of the navigation bar leads to a section on the page that has a height."""
+    nav = [(target, found, float(height)) for tag, target, found, height in first_screen if tag == "nav"]
+    assert [t for t, _, _ in nav][:2] == ["candidates", "searches"] and len(nav) >= 10
+    for target, found, height in nav:
+        assert found == "found" and height > 0, f"navigation link #{target}: {found}, {height} px"
+
+
+def test_first_screen_holds_the_candidate_table(first_screen):
+    (top,) = [float(value) for tag, _, value, _ in first_screen if tag == "candidates-table"]
+    assert 0 < top < FIRST_SCREEN[1] - 200, f"the candidate table starts {top} px down"

@@ -276,6 +276,8 @@ def _finish(run: RunDirectory, members: list[Member], reduced: dict, cluster, gp
                  background=pd.DataFrame(), injections=None, gates=pd.DataFrame(),
                  series=[f for s in done.values() for f in s.figures.get("series", [])],
                  skymaps=[f for s in done.values() for f in s.figures.get("skymaps", [])],
+                 qscans=[f for s in done.values() for f in s.figures.get("qscans", [])],
+                 tfmaps=[f for s in done.values() for f in s.figures.get("tfmaps", [])],
                  searches={name: (s.reduced.injections, float(s.manifest["livetime"]["zero_lag_seconds"]))
                            for name, s in done.items() if s.reduced.injections is not None})
     write_table(candidates, stage.dir() / "candidates.parquet")

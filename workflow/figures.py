@@ -1,15 +1,20 @@
-"""The report's figures of the top candidates, recomputed on the client after the chunk stage: each
-search's statistic around the candidate in every detector (:func:`candidate_series`) and its skymap."""
+"""The report's figures, recomputed on the client after the chunk stage: for the top candidates each
+search's statistic around the candidate in every detector, the Q transform of each detector's whitened
+data and a burst candidate's pixels (:func:`candidate_figures`), and its skymap; for the run, the
+analysed segments, vetoes and trigger SNRs of each detector (:func:`top_figures`)."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from gwbatch._xp import StageTimer
+from gwbatch.burst.tfmap import burst_input, tf_map
 from gwbatch.gpstime import GPSTime, sample_times, time_to_index
+from gwbatch.report.qtransform import QScan, q_transform
 from gwbatch.searches import get_search
 from gwbatch.searches.common import conditioned_series
 from workflow.manifest import summed_stages
@@ -27,46 +32,92 @@ def figure_stages(figures: dict) -> dict[str, float]:
 
 
 
-#: Candidates per search whose statistic time series and skymaps the report draws.
+#: Candidates per search whose statistic time series, skymaps and time-frequency maps the report draws.
 TOP_FIGURES = 3
 
+#: The Q transform of a candidate: seconds of whitened data transformed, the window (either side of the
+#: candidate) in which its loudest tile is looked for, and the window drawn.
+QSCAN_DATA_S, QSCAN_SEARCH_S, QSCAN_SHOWN_S = 4.0, 0.25, 0.5
 
 
 def top_figures(m: Member, reduced: Reduced, top: int = TOP_FIGURES) -> dict:
-    """The report's ``series`` (the search's statistic around each of the ``top`` most significant
-    candidates, recomputed on the chunk that owns it) and ``skymaps`` (their probability maps)."""
-    series, skymaps = [], []
+    """What the report draws beyond the tables: for each of the ``top`` most significant candidates the
+    search's statistic around it (``series``), the Q transform of each detector's whitened data
+    (``qscans``) and, for a burst candidate, the search's time-frequency pixels (``tfmaps``), all from one
+    read of the chunk that owns it, and its probability map (``skymaps``); and for the run, each detector's
+    analysed segments and vetoes (``segments``) and its trigger SNRs (``triggers``)."""
+    series, skymaps, qscans, tfmaps = [], [], [], []
     t0, fs = GPSTime.parse(m.plan.t0), m.plan.sample_rate
     for _, row in reduced.candidates.head(top).iterrows():
         sample = time_to_index(t0, float(row["gps_time"]), fs)
         spec = next((c for c in m.plan.chunks if c.start <= sample < c.stop), None)
         if spec is not None:
             try:
-                series.append(candidate_series(m, spec, row))
+                found = candidate_figures(m, spec, row)
             except Exception as exc:  # the figure is lost, not the run; the report says it is missing
-                log.warning("no time series for the candidate at GPS %.3f: %s: %s", row["gps_time"],
+                log.warning("no time series or maps for the candidate at GPS %.3f: %s: %s", row["gps_time"],
                             type(exc).__name__, exc)
+            else:
+                series.append(found["series"])
+                qscans += [found["qscan"]] if found["qscan"]["scans"] else []
+                tfmaps += [found["tfmap"]] if found["tfmap"] is not None else []
         prob = reduced.skymaps.get(row.get("skymap")) if isinstance(row.get("skymap"), str) else None
         if prob is not None:
             skymaps.append({"label": str(row["search"]),
                             "gps_time": float(row["gps_time"]), "prob": prob,
                             "ra": float(row["ra"]), "dec": float(row["dec"])})
-    return {"series": series, "skymaps": skymaps}
+    return {"series": series, "skymaps": skymaps, "qscans": qscans, "tfmaps": tfmaps,
+            "segments": run_segments(m, reduced), "triggers": trigger_snrs(m, reduced)}
+
+
+def run_segments(m: Member, reduced: Reduced) -> dict:
+    """Per detector the analysed and the vetoed GPS ``[start, stop)`` intervals within the span, and the
+    span's GPS start and stop (the report's segment timeline)."""
+    t0, fs, plan = GPSTime.parse(m.plan.t0), m.plan.sample_rate, m.plan
+    lo, hi = (int(plan.span_start), int(plan.span_stop))
+
+    def gps(seg) -> np.ndarray:
+        seg = np.clip(np.asarray(seg, dtype=np.int64).reshape(-1, 2), lo, hi)
+        return sample_times(t0, seg[seg[:, 1] > seg[:, 0]].astype(np.float64), fs).reshape(-1, 2)
+
+    vetoed = plan.segments.vetoed if plan.segments is not None else {}
+    return {"analysed": {ifo: gps(seg) for ifo, seg in reduced.segments.items()},
+            "vetoed": {ifo: gps(seg) for ifo, seg in vetoed.items() if len(seg)},
+            "span": tuple(float(x) for x in sample_times(t0, [lo, hi], fs))}
+
+
+def trigger_snrs(m: Member, reduced: Reduced) -> dict:
+    """Each detector's final single-detector trigger SNRs (empty for a search without them)."""
+    values = {ifo: df["snr"].to_numpy(np.float64) for ifo, df in zip(m.plan.ifos, reduced.triggers)
+              if "snr" in df.columns}
+    return {"statistic": "SNR", "values": values}
 
 
 def candidate_series(m: Member, spec, row: pd.Series, half_width: float = 1.0) -> dict:
-    """The search's statistic in each detector within ``half_width`` s of a candidate, for the
-    report: the chunk ``spec`` that owns the candidate is read and conditioned as the search did
-    (NumPy), then :meth:`gwbatch.searches.base.Search.statistic_series` gives ``(store samples,
-    values)`` covering at least the store samples of the window.  Returns ``{"label", "gps_time",
-    "statistic", "curves": {ifo: (t, y)}, "stage_seconds"}`` with ``t`` in seconds from the
-    candidate's ``gps_time`` and the seconds spent reading, conditioning and computing the statistic."""
+    """The search's statistic in each detector within ``half_width`` s of a candidate
+    (:func:`candidate_figures` without its maps)."""
+    return candidate_figures(m, spec, row, half_width, maps=False)["series"]
+
+
+def candidate_figures(m: Member, spec, row: pd.Series, half_width: float = 1.0, maps: bool = True) -> dict:
+    """A candidate's figures from one read of the chunk ``spec`` that owns it, conditioned as the search
+    did (NumPy):
+
+    - ``series``: the search's statistic in each detector within ``half_width`` s
+      (:meth:`gwbatch.searches.base.Search.statistic_series`, ``(store samples, values)`` covering at least
+      the window): ``{"label", "gps_time", "statistic", "curves": {ifo: (t, y)}, "stage_seconds"}`` with
+      ``t`` in seconds from the candidate's ``gps_time`` and the seconds spent reading, conditioning and
+      computing the statistic;
+    - with ``maps``, ``qscan``: ``{"label", "gps_time", "scans": {ifo: QScan}, "stage_seconds"}``, the Q
+      transform of each detector's whitened data (and the seconds of it and of the burst pixels) (:func:`whitened_qscan`; none for a search that does not whiten), and
+      ``tfmap``: for a burst candidate, the search's pixels around it (:func:`burst_pixels`), else None."""
     search, plan = get_search(m.plan.search), m.plan
     t0, fs, gps = GPSTime.parse(plan.t0), plan.sample_rate, float(row["gps_time"])
     centre = time_to_index(t0, gps, fs)
     span = (centre - int(np.ceil(half_width * fs)), centre + int(np.ceil(half_width * fs)) + 1)
-    curves, timer = {}, StageTimer("numpy")
-    for series in conditioned_series(chunk_task(plan, m.meta, spec, "numpy"), timer):
+    curves, scans, pixels, timer, maps_timer = {}, {}, {}, StageTimer("numpy"), StageTimer("numpy")
+    task = chunk_task(plan, m.meta, spec, "numpy")
+    for series in conditioned_series(task, timer):
         if not series.cond.valid.any():
             continue
         with timer("statistic"):
@@ -75,5 +126,62 @@ def candidate_series(m: Member, spec, row: pd.Series, half_width: float = 1.0) -
         keep = np.abs(t) <= half_width
         if keep.any():
             curves[series.ifo] = (t[keep], np.asarray(values, dtype=np.float64)[keep])
-    return {"label": str(row["search"]), "gps_time": gps, "statistic": search.statistic_name,
-            "curves": curves, "stage_seconds": dict(timer.seconds)}
+        if not maps or series.cond.snr2_per_energy is None:  # not whitened: no maps
+            continue
+        at = centre - spec.read_start
+        try:  # a map is lost, not the candidate's time series; the report says which is missing
+            with maps_timer("qtransform"):
+                scans[series.ifo] = whitened_qscan(series, at, fs, task.conditioning)
+            if search.kind == "burst":
+                with maps_timer("tfmap"):
+                    pixels[series.ifo] = burst_pixels(plan.settings, series, row, at)
+        except Exception as exc:
+            log.warning("no time-frequency map of %s for the candidate at GPS %.3f: %s: %s", series.ifo, gps,
+                        type(exc).__name__, exc)
+    label = str(row["search"])
+    tfmap = None
+    if pixels:
+        box = (-0.5 * float(row["duration"]), 0.5 * float(row["duration"]), float(row["f_min"]), float(row["f_max"]))
+        tfmap = {"label": label, "gps_time": gps, "resolution": float(row["resolution"]), "box": box, "maps": pixels}
+    return {"series": {"label": label, "gps_time": gps, "statistic": search.statistic_name, "curves": curves,
+                       "stage_seconds": dict(timer.seconds)},
+            "qscan": {"label": label, "gps_time": gps, "scans": scans, "stage_seconds": dict(maps_timer.seconds)},
+            "tfmap": tfmap}
+
+
+def _window(at: float, n: int, width: int) -> tuple[int, int]:
+    """``[lo, hi)`` of ``width`` samples (at most ``n``) centred on sample ``at``, kept inside ``[0, n)``."""
+    width = min(width, n)
+    lo = min(max(int(round(at)) - width // 2, 0), n - width)
+    return lo, lo + width
+
+
+def whitened_qscan(series, at: float, fs: float, conditioning) -> QScan:
+    """The Q transform (:mod:`gwbatch.report.qtransform`) of ``QSCAN_DATA_S`` of a detector's whitened data
+    around read-span sample ``at`` (invalid samples zeroed), over the whitening band, with the loudest
+    tile within ``QSCAN_SEARCH_S`` of it; times from the candidate."""
+    data = np.where(np.asarray(series.cond.valid), np.asarray(series.cond.data, dtype=np.float64), 0.0)
+    lo, hi = _window(at, data.size, int(QSCAN_DATA_S * fs))
+    centre = (at - lo) / fs
+    scan = q_transform(data[lo:hi], fs, frange=(float(conditioning.f_low or 0.0), conditioning.f_high or np.inf),
+                       search=(centre - QSCAN_SEARCH_S, centre + QSCAN_SEARCH_S),
+                       outseg=(centre - QSCAN_SHOWN_S, centre + QSCAN_SHOWN_S))
+    return replace(scan, times=scan.times - centre, peak_time=scan.peak_time - centre)
+
+
+def burst_pixels(settings, series, row: pd.Series, at: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A burst candidate's pixels in one detector: ``|a|^2 / 2`` (noise mean 1) of the search's
+    time-frequency map (:func:`gwbatch.burst.tfmap.tf_map`) at the level nearest the candidate's
+    resolution, over ``QSCAN_SHOWN_S`` (or the candidate's duration, if longer) either side of read-span
+    sample ``at``: ``(times from the candidate, frequencies, energy (F, T))``."""
+    fs, levels = settings.sample_rate, settings.levels
+    res = min(levels, key=lambda r: abs(fs / r.length - float(row["resolution"])))
+    x = np.asarray(burst_input(series.cond.data, series.cond.snr2_per_energy or 1.0))
+    x = np.where(np.asarray(series.cond.valid), x, 0.0).astype(np.float32)
+    half = max(QSCAN_SHOWN_S, float(row["duration"])) * fs + res.length
+    width = int(np.ceil(2 * half / res.hop)) * res.hop
+    lo, hi = _window(at, x.size - x.size % res.hop, width)
+    energy = np.abs(np.asarray(tf_map(x[lo:hi], res))) ** 2 / 2.0
+    times = (lo + np.arange(energy.shape[0]) * res.hop + 0.5 * res.length - at) / fs
+    shown = np.abs(times) <= half / fs - res.length / fs
+    return times[shown], res.frequency(np.arange(res.k_lo, res.k_hi + 1), fs), energy[shown].T

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 import gwbatch
+from gwbatch.io.psds import FILE as PSD_FILE
+from gwbatch.io.psds import write_psds
 from gwbatch.io.skymaps import write_skymap
 from gwbatch.io.tables import write_json, write_table
 from gwbatch.report.html import write_report
@@ -45,17 +47,20 @@ def _commit_failed(run: RunDirectory, members: list[Member], cluster, reason: st
 
 def write_outputs(outdir: Path, reduced: Reduced, manifest: dict, figures: dict | None = None) -> None:
     """A member's final outputs, written into ``outdir`` (its staging directory, committed with
-    the others' by :meth:`~workflow.rundir.Staging.commit`).  ``figures``: the report's ``series``
-    and ``skymaps`` of the top candidates (:func:`top_figures`)."""
+    the others' by :meth:`~workflow.rundir.Staging.commit`).  ``figures``: what the report draws beyond
+    the tables (:func:`workflow.figures.top_figures`); the report's ASD is drawn from ``reduced.psds``."""
     write_table(trigger_table(reduced), outdir / "triggers.parquet")
     write_table(reduced.background_events, outdir / "background.parquet")
     write_table(reduced.gates, outdir / "gates.parquet")
     if reduced.injections is not None:
         write_table(reduced.injections, outdir / "injections.parquet")
     write_skymaps(outdir, reduced, manifest.get("campaign", {}).get("name", "gwbatch"))
+    if reduced.psds:
+        write_psds(outdir / PSD_FILE, reduced.psds, segment_seconds=manifest.get("campaign", {}).get("conditioning", {}).get("psd", {}).get("segment"))
     write_report(
         outdir / "report.html", manifest=manifest, candidates=reduced.candidates,
-        background=reduced.background_events, injections=reduced.injections, gates=reduced.gates, **(figures or {}),
+        background=reduced.background_events, injections=reduced.injections, gates=reduced.gates,
+        psds=reduced.psds, **(figures or {}),
     )
     write_table(reduced.candidates, outdir / "candidates.parquet")
     write_json(manifest, outdir / "manifest.json")

@@ -1,5 +1,5 @@
-"""The report's key/value sections, read from the manifest: the Summary (search, data, plan, execution,
-livetime and background, counts) and the Provenance."""
+"""The report's key/value sections, read from the manifest: the configuration and timing (search, data,
+plan, execution, livetime and background, counts) and the Provenance."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from gwbatch.report.markup import kv_table, note, section, subsection
 Rows = list[tuple[str, str]]
 
 
-def summary_section(manifest: dict) -> str:
-    """The Summary; a campaign of several searches keeps only Data and Execution (each search's own
-    report has its search, plan and livetime)."""
+def summary_section(manifest: dict, intro: str = "", extra: str = "") -> str:
+    """``Configuration and timing``: ``intro`` (the description and command), the search, data, plan,
+    execution, livetime and count tables, then ``extra`` (the GPU figure); a campaign of several searches
+    keeps only Data and Execution (each search's own report has its search, plan and livetime)."""
     groups = [
         ("Search", _search_rows(manifest)),
         ("Data", _data_rows(manifest)),
@@ -35,8 +36,8 @@ def summary_section(manifest: dict) -> str:
     ]
     if manifest.get("members"):
         groups = [g for g in groups if g[0] in ("Data", "Execution")]
-    body = "\n".join(subsection(title, kv_table(rows)) for title, rows in groups if rows)
-    return section("Summary", body, "summary")
+    body = "\n".join([intro] + [subsection(title, kv_table(rows)) for title, rows in groups if rows] + [extra])
+    return section("Configuration and timing", body, "summary")
 
 
 def provenance_section(manifest: dict) -> str:

@@ -14,11 +14,12 @@ from gwbatch.report.format import (
     fmt_seconds,
     fmt_snr,
     fmt_utc,
+    missing,
     num,
     text,
 )
 from gwbatch.report.inputs import frame
-from gwbatch.report.markup import html_table, link, note, section
+from gwbatch.report.markup import Raw, esc, html_table, link, note, section
 
 MAX_CANDIDATES = 25
 MAX_GATES = 100
@@ -39,13 +40,16 @@ def members_section(manifest: dict) -> str:
                    "searches")
 
 
-def candidates_section(candidates: pd.DataFrame, ifos: list[str]) -> str:
-    """The ``MAX_CANDIDATES`` most significant zero-lag candidates, in the columns the search has."""
+def candidates_section(candidates: pd.DataFrame, ifos: list[str], injections: pd.DataFrame | None = None,
+                       details: dict[int, str] | None = None) -> str:
+    """The ``MAX_CANDIDATES`` most significant zero-lag candidates, in the columns the search has: each
+    row links to its skymap (FITS, relative to the run directory) and to its detail on the page
+    (``details``: row position -> anchor), and says which injections it matches."""
     n = len(candidates)
     if n == 0:
         return section("Candidates", note("No zero-lag candidates were found in this campaign."), "candidates")
-    cols = [("gps_time", "GPS time", fmt_gps), ("gps_time", "UTC", fmt_utc), ("ifos", "detectors", text),
-            ("snr", "SNR", fmt_snr),
+    cols = [("member", "search", text), ("gps_time", "UTC", fmt_utc), ("gps_time", "GPS time", fmt_gps),
+            ("ifos", "detectors", text), ("snr", "SNR", fmt_snr),
             ("rank", "rank", fmt_snr), ("null_snr", "null SNR", fmt_snr), ("chisq", "\u03c7\u00b2", fmt_snr),
             ("rho", "rho", fmt_snr), ("far", "FAR (Hz)", fmt_far), ("ifar_years", "IFAR (yr)", fmt_ifar),
             ("far_kind", "FAR is", text), ("far_exclusive", "FAR excl. (Hz)", fmt_far),
@@ -55,13 +59,59 @@ def candidates_section(candidates: pd.DataFrame, ifos: list[str]) -> str:
     cols += [(f"snr_{ifo}", f"SNR {ifo}", fmt_snr) for ifo in ifos]
     cols += [(f"chisq_{ifo}", f"\u03c7\u00b2 {ifo}", fmt_snr) for ifo in ifos]
     cols = [c for c in cols if c[0] in candidates.columns]
+    matched = injection_matches(candidates, injections)
+    flagged = injections is not None or "hw_injection" in candidates.columns
+    details = details or {}
     top = candidates.head(MAX_CANDIDATES)
-    rows = [[str(i + 1)] + [bounded(key, row, fmt(row[key])) for key, _, fmt in cols]
-            for i, (_, row) in enumerate(top.iterrows())]
-    numeric = [True] + [key != "ifos" for key, _, _ in cols]
+    rows = []
+    for i, (_, row) in enumerate(top.iterrows()):
+        cells = [str(i + 1), candidate_links(row, details.get(i))]
+        cells += [bounded(key, row, fmt(row[key])) for key, _, fmt in cols]
+        if flagged:
+            hardware = row.get("hw_injection")
+            cells.append(injection_flag(matched.get(i, []), not missing(hardware) and bool(hardware)))
+        rows.append(cells)
+    header = ["#", "links"] + [c[1] for c in cols] + (["injection"] if flagged else [])
+    numeric = [True, False] + [key not in ("ifos", "member", "far_kind") for key, _, _ in cols] + [False] * flagged
     shown = f"the {len(top)} most significant are listed" if n > len(top) else "all are listed"
-    intro = f"<p>{n} zero-lag candidate{'s' if n != 1 else ''} in total; {shown} (most significant first).</p>"
-    return section("Candidates", intro + "\n" + html_table(["#"] + [c[1] for c in cols], rows, numeric), "candidates")
+    intro = (f"<p>{n} zero-lag candidate{'s' if n != 1 else ''} in total; {shown} (most significant first). "
+             "A FAR that is a bound (no background event as loud) is shown as &lt; FAR and &gt; IFAR.</p>")
+    table = f'<div class="wide">{html_table(header, rows, numeric)}</div>'
+    return section("Candidates", intro + "\n" + table, "candidates")
+
+
+def injection_matches(candidates: pd.DataFrame, injections: pd.DataFrame | None) -> dict[int, list[str]]:
+    """Row position of each candidate that a found injection matched -> those injections' ids."""
+    inj = frame(injections)
+    if not len(inj) or not {"found", "candidate"} <= set(inj.columns):
+        return {}
+    found = inj[inj["found"].fillna(False).astype(bool) & (pd.to_numeric(inj["candidate"], errors="coerce") >= 0)]
+    ids = found["id"] if "id" in found.columns else pd.Series(found.index, index=found.index)
+    out: dict[int, list[str]] = {}
+    for position, ident in zip(found["candidate"].astype(int), ids):
+        if 0 <= position < len(candidates):
+            out.setdefault(int(position), []).append(text(ident))
+    return out
+
+
+def injection_flag(ids: list[str], hardware: bool) -> str:
+    """The injection cell: the matching injections' ids and a hardware-injection mark (empty when none)."""
+    parts = ([f"injection {', '.join(ids)}"] if ids else []) + (["hardware injection"] if hardware else [])
+    return Raw(f'<span class="flag">{esc("; ".join(parts))}</span>') if parts else ""
+
+
+def candidate_links(row: pd.Series, anchor: str | None) -> str:
+    """Links of one candidate: its skymap FITS (``skymap``, relative to the run directory, or to the
+    member's directory in a campaign of several searches) and its detail on the page."""
+    parts = []
+    skymap = row.get("skymap")
+    if isinstance(skymap, str) and skymap:
+        member = row.get("member")
+        parts.append(link(f"{member}/{skymap}" if isinstance(member, str) and member else skymap, "skymap"))
+    if anchor:
+        parts.append(link(f"#{anchor}", "detail"))
+    parts = [p for p in parts if isinstance(p, Raw)]
+    return Raw(" ".join(parts)) if parts else ""
 
 
 #: FAR columns and the column saying whether each is a bound (an upper limit on the FAR, a lower

@@ -7,20 +7,25 @@
 - :mod:`.injections`: injection recovery, detection efficiency, and the skymaps' P-P plot.
 - :mod:`.sensitivity`: found/missed against distance and chirp mass, and VT, for population injections.
 - :mod:`.gpu`: each GPU's utilisation and memory over the run.
+- :mod:`.asd`: each detector's amplitude spectral density (median and 10-90 % over chunks).
+- :mod:`.timeline`: the analysed segments, vetoes and gates of each detector.
+- :mod:`.triggers`: the histogram of each detector's single-detector trigger SNR.
+- :mod:`.qscans`: per candidate, the Q transform of each detector's whitened data and a burst
+  candidate's time-frequency pixels.
 
 Each figure function returns its title and a captioned ``<figure>`` with a stable id (``fig-time``,
 ``fig-ifar``, ``fig-rank``, ``fig-series``, ``fig-skymaps``, ``fig-inj``, ``fig-eff-snr``, ``fig-eff-hrss``,
-``fig-vt``, ``fig-pp``, ``fig-gpu``), or a sentence saying why it is not drawn.
+``fig-vt``, ``fig-pp``, ``fig-gpu``, ``fig-asd``, ``fig-segments``, ``fig-snr-hist``, ``fig-qscan-<n>``,
+``fig-tfmap-<n>``), or a sentence saying why it is not drawn.  :func:`figures_section` holds the
+significance and injection figures; the page (:mod:`gwbatch.report.html`) places the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pandas as pd
 
 from gwbatch.report.figures.candidates import fig_candidates_time, fig_cumulative_ifar
-from gwbatch.report.figures.gpu import fig_gpu
+from gwbatch.report.figures.common import guarded
 from gwbatch.report.figures.injections import (
     fig_efficiency,
     fig_injections,
@@ -28,28 +33,24 @@ from gwbatch.report.figures.injections import (
 )
 from gwbatch.report.figures.ranking import fig_ranking
 from gwbatch.report.figures.sensitivity import fig_sensitivity, fig_sensitivity_searches
-from gwbatch.report.figures.series import fig_series
-from gwbatch.report.figures.skymaps import fig_skymaps
 from gwbatch.report.markup import section
 
 
 def figures_section(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
-                    injections: pd.DataFrame | None, ifos: list[str], series: Sequence[dict] | None,
-                    skymaps: Sequence[dict] | None, searches: dict | None = None) -> str:
-    """Every figure, in the page's order (``searches``: a campaign of several searches' injection
-    tables and livetimes, :func:`fig_sensitivity_searches`)."""
+                    injections: pd.DataFrame | None, ifos: list[str], searches: dict | None = None) -> str:
+    """The significance and injection figures, in the page's order (``searches``: a campaign of several
+    searches' injection tables and livetimes, :func:`fig_sensitivity_searches`); a figure that fails to
+    draw is named as missing (:func:`guarded`)."""
     body = "\n".join([
-        fig_candidates_time(manifest, candidates, injections),
-        fig_cumulative_ifar(manifest, candidates, background),
-        fig_ranking(manifest, candidates, background),
-        fig_series(series),
-        fig_skymaps(skymaps),
-        fig_injections(injections, ifos),
-        fig_efficiency(manifest, injections),
-        fig_efficiency(manifest, injections, "hrss", "injected hrss (strain / \u221aHz)", ".2e"),
-        fig_sensitivity(manifest, injections),
-        fig_sensitivity_searches(searches),
-        fig_localisation(injections),
-        fig_gpu(manifest),
+        guarded("Candidates over time", fig_candidates_time, manifest, candidates, injections),
+        guarded("Cumulative IFAR", fig_cumulative_ifar, manifest, candidates, background),
+        guarded("Ranking statistic distribution", fig_ranking, manifest, candidates, background),
+        guarded("Injection recovery", fig_injections, injections, ifos),
+        guarded("Detection efficiency", fig_efficiency, manifest, injections),
+        guarded("Detection efficiency against hrss", fig_efficiency, manifest, injections, "hrss",
+                "injected hrss (strain / \u221aHz)", ".2e"),
+        guarded("Sensitivity", fig_sensitivity, manifest, injections),
+        guarded("Sensitivity per search", fig_sensitivity_searches, searches),
+        guarded("Sky localisation", fig_localisation, injections),
     ])
     return section("Figures", body, "figures")

@@ -48,7 +48,7 @@ def fig_candidates_time(manifest: dict, candidates: pd.DataFrame, injections: pd
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right", fontsize="small")
     caption = ("Zero-lag candidates: ranking statistic against time since the start of the analysed span, "
-               "coloured by log10 FAR; injections are marked along the bottom axis.")
+               "coloured by log10 FAR" + ("; injections are marked along the bottom axis." if have_inj else "."))
     return subsection(title, drawn(fig, "fig-time", caption))
 
 

@@ -4,12 +4,15 @@ top candidates get a panel."""
 from __future__ import annotations
 
 import io
+import logging
 import re
 
 import matplotlib
 from matplotlib.figure import Figure
 
-from gwbatch.report.markup import figure
+from gwbatch.report.markup import figure, skipped
+
+log = logging.getLogger("gwbatch")
 
 MAX_PANELS = 5  # time series and skymaps of the top candidates
 
@@ -32,3 +35,13 @@ def fig_to_svg(fig: Figure, prefix: str) -> str:
 def drawn(fig: Figure, fig_id: str, caption: str) -> str:
     """``fig`` as a captioned ``<figure id=fig_id>``; the SVG's own ids are prefixed with ``fig_id``."""
     return figure(fig_to_svg(fig, fig_id), caption, fig_id)
+
+
+def guarded(title: str, draw, *args) -> str:
+    """``draw(*args)``; if drawing fails, a warning is logged and the page says the figure is missing
+    (the report, and the run, are not lost for one figure)."""
+    try:
+        return draw(*args)
+    except Exception as exc:  # noqa: BLE001 - any failure of one figure
+        log.warning("report figure %r not drawn: %s: %s", title, type(exc).__name__, exc)
+        return skipped(title, f"drawing it failed ({type(exc).__name__}: {exc}).")
