@@ -9,6 +9,7 @@
     gwbatch bank place configs/banks/bns.yaml --psd aLIGO --out banks/bns-templates.h5
     gwbatch bank build configs/banks/bbh.yaml --psd aLIGO --out banks/bbh.h5
     gwbatch bank summary banks/bbh.h5
+    gwbatch export runs/gw150914 --format coinc [--far HZ | --top N | --gps T] --out coinc/
     gwbatch run configs/demo.yaml [--out DIR] [--set key=value ...] [--cluster KIND] [--resume | --overwrite] [--stop-after S] [--dry-run]
 
 Errors in the input are reported in one message naming the bad value and what is allowed, with a
@@ -277,6 +278,22 @@ def cmd_vt(args) -> int:
     return run_vt(args.run, thresholds, bootstrap=args.bootstrap, out=args.out)
 
 
+def cmd_export(args) -> int:
+    from workflow.export import export_run
+
+    if args.far is not None and not args.far >= 0:
+        raise ConfigError(f"--far must be a rate in Hz >= 0, got {args.far}")
+    if args.top is not None and args.top < 1:
+        raise ConfigError(f"--top must be a number of candidates >= 1, got {args.top}")
+    written = export_run(args.run, args.out, fmt=args.format, far=args.far, top=args.top, gps=args.gps,
+                         overwrite=args.overwrite)
+    for folder in written:
+        print(f"wrote {folder}/coinc.xml and psd.xml.gz")
+    if not written:
+        print("no candidate was selected: nothing written")
+    return 0
+
+
 def cmd_seal(args) -> int:
     from gwbatch.io.store import seal
 
@@ -446,6 +463,19 @@ def build_parser() -> argparse.ArgumentParser:
     vt.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamplings for the errors (default 1000)")
     vt.add_argument("--out", type=Path, help="JSON file to write (default RUN/vt.json)")
     vt.set_defaults(func=cmd_vt)
+
+    export = sub.add_parser("export", help="a finished run's candidates as LIGO_LW coinc files with their PSDs "
+                                           "(GraceDB's and BAYESTAR's input)")
+    export.add_argument("run", type=Path, help="a run's output directory (its manifest.json, candidates.parquet, psd.h5)")
+    export.add_argument("--format", default="coinc", choices=("coinc",),
+                        help="coinc: OUT/<search>-<GPS>/coinc.xml (coinc tables, PSDs, SNR series) and psd.xml.gz")
+    export.add_argument("--out", type=Path, required=True, help="directory to write into")
+    pick = export.add_mutually_exclusive_group()
+    pick.add_argument("--far", type=float, help="every candidate with a FAR at most this (Hz)")
+    pick.add_argument("--top", type=int, help="the N most significant candidates (default 1)")
+    pick.add_argument("--gps", type=float, help="the candidate nearest this GPS time")
+    export.add_argument("--overwrite", action="store_true", help="replace coinc files that exist")
+    export.set_defaults(func=cmd_export)
 
     seal_ = sub.add_parser("seal", help="recompute a store's chunk checksums after a deliberate edit, or upgrade "
                                         "a format-1 store")

@@ -288,6 +288,8 @@ def _event_rows(ev, cands: pd.DataFrame, net: ChunkNetwork, delays: np.ndarray, 
         "template": np.repeat(cands["template"].to_numpy(np.int64), n_trial),
         "mass1": np.repeat(net.banks[0].mass1[cands["template"].to_numpy(np.int64)], n_trial),
         "mass2": np.repeat(net.banks[0].mass2[cands["template"].to_numpy(np.int64)], n_trial),
+        "spin1z": np.repeat(net.banks[0].spin1z[cands["template"].to_numpy(np.int64)], n_trial),
+        "spin2z": np.repeat(net.banks[0].spin2z[cands["template"].to_numpy(np.int64)], n_trial),
         "snr": flat(ev.rho_c), "null_snr": flat(ev.rho_null), "chisq": flat(ev.chisq), "rank": flat(ev.rank),
         "pixel": pixel, "ra": grid.ra[pixel], "dec": grid.dec[pixel],
         "geocent_sample": geocent, "n_ifos": seen.sum(axis=1),
@@ -303,7 +305,7 @@ def _event_rows(ev, cands: pd.DataFrame, net: ChunkNetwork, delays: np.ndarray, 
 
 def _empty_events(ifos) -> pd.DataFrame:
     cols = {c: np.zeros(0, np.int64) for c in ("trial", "candidate", "pivot", "template", "pixel", "n_ifos", "skymap")}
-    cols |= {c: np.zeros(0) for c in ("mass1", "mass2", "snr", "null_snr", "chisq", "rank", "ra", "dec",
+    cols |= {c: np.zeros(0) for c in ("mass1", "mass2", "spin1z", "spin2z", "snr", "null_snr", "chisq", "rank", "ra", "dec",
                                       "geocent_sample")}
     for ifo in ifos:
         cols |= {f"sample_{ifo}": np.zeros(0, np.int64), f"snr_{ifo}": np.zeros(0), f"phase_{ifo}": np.zeros(0),

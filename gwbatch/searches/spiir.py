@@ -452,8 +452,16 @@ class SpiirSearch:
     def statistic_series(self, settings: SpiirSettings, resources: dict, series, row: pd.Series, spec: ChunkSpec,
                          span: tuple[int, int]):
         """The candidate's template filtered in this detector: |z| against merger time, over the
-        merger times ``span`` only. The filters start from rest the bank's longest template before
-        it, as the chunk's own samples do after the read start (the search's halo)."""
+        merger times ``span`` only (:meth:`snr_series`)."""
+        samples, z = self.snr_series(settings, resources, series, row, spec, span)
+        return samples, np.abs(z)
+
+    def snr_series(self, settings: SpiirSettings, resources: dict, series, row: pd.Series, spec: ChunkSpec,
+                   span: tuple[int, int]):
+        """The candidate's complex SNR ``z`` in this detector against merger time (store samples), over
+        the merger times ``span`` only, NaN where the data are not valid.  The filters start from rest
+        the bank's longest template before it, as the chunk's own samples do after the read start
+        (the search's halo)."""
         from gwbatch.spiir.filtering import filter_templates
 
         bank = chunk_bank(resources, series.ifo, spec)
@@ -462,7 +470,7 @@ class SpiirSearch:
         x = filter_input(series.cond)
         hi = int(np.clip(span[1] - spec.read_start + delay, 0, x.size))
         lo = int(np.clip(span[0] - spec.read_start + delay - settings.warm, 0, hi))
-        z = np.abs(filter_templates(x[lo:min(x.size, hi + settings.tail)], part, spec.read_start + lo)[0])[: hi - lo]
+        z = np.asarray(filter_templates(x[lo:min(x.size, hi + settings.tail)], part, spec.read_start + lo)[0])[: hi - lo]
         z = np.where(np.asarray(series.cond.valid)[lo:hi], z, np.nan)
         return spec.read_start + lo + np.arange(z.size) - delay, z
 

@@ -1,0 +1,215 @@
+"""``gwbatch export RUN --format coinc``: a finished run's candidates as LIGO_LW coinc files with their
+PSDs (:mod:`gwbatch.io.coinc`), one directory per candidate, as GraceDB uploads and BAYESTAR take them.
+
+Which candidates: those with ``far <= --far`` (Hz), else the ``--top`` most significant (default 1),
+or the one nearest ``--gps``.  Each gets ``OUT/<search>-<GPS>/coinc.xml`` (the candidate's tables,
+the PSDs of the chunk that owns it and, for a compact-binary candidate, each detector's complex SNR
+series) and ``psd.xml.gz`` (the PSDs alone).  The PSDs are the ones the chunk measured and whitened
+with (the run's ``psd.h5``).
+
+The SNR series are recomputed: the run's campaign is planned again over its store (which must be the
+one the run read: its identity is checked), the chunk that owns the candidate is read and conditioned
+as the search did, and the candidate's template is filtered (:meth:`SpiirSearch.snr_series`).  They
+are centred on each detector's peak sample, ``SNR_SERIES_S`` either side, as BAYESTAR expects.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import gwbatch
+from gwbatch.errors import ConfigError, DataError
+from gwbatch.io.coinc import Candidate, Single, coinc_document, psd_document, write_document
+from gwbatch.io.psds import FILE as PSD_FILE
+from gwbatch.io.psds import read_psds
+
+#: Seconds of SNR series either side of each detector's peak (BAYESTAR trims to what it needs: the
+#: light travel time plus the template's autocorrelation length).
+SNR_SERIES_S = 0.1
+FORMATS = ("coinc",)
+
+
+@dataclass
+class RunMember:
+    """One search's finished outputs in a run directory."""
+
+    name: str
+    folder: Path
+    manifest: dict
+    candidates: pd.DataFrame
+
+
+def run_members(run: Path) -> list[RunMember]:
+    """The run's searches (one, or each member of a campaign of several), each complete."""
+    manifest = _manifest(run)
+    names = [m["name"] for m in manifest.get("members") or []]
+    folders = [(n, run / n) for n in names] if names else [("", run)]
+    out = []
+    for name, folder in folders:
+        m = manifest if not names else _manifest(folder)
+        table = folder / "candidates.parquet"
+        if not table.exists():
+            raise DataError(f"{folder}: no candidates.parquet")
+        out.append(RunMember(name, folder, m, pd.read_parquet(table)))
+    return out
+
+
+def _manifest(folder: Path) -> dict:
+    path = folder / "manifest.json"
+    if not path.exists():
+        raise DataError(f"{folder} is not a finished run: no manifest.json")
+    m = json.loads(path.read_text())
+    if m.get("status") != "complete":
+        raise DataError(f"{folder}: the run's status is {m.get('status')!r}, not complete; export needs a complete run")
+    return m
+
+
+def select(candidates: pd.DataFrame, *, far: float | None = None, top: int | None = None,
+           gps: float | None = None) -> pd.DataFrame:
+    """The candidates to export (module docstring), most significant first."""
+    if gps is not None:
+        if not len(candidates):
+            return candidates
+        return candidates.iloc[[int(np.argmin(np.abs(candidates["gps_time"].to_numpy(np.float64) - gps)))]]
+    if far is not None:
+        return candidates[candidates["far"].to_numpy(np.float64) <= far]
+    return candidates.head(1 if top is None else top)
+
+
+def export_run(run: Path, out: Path, *, fmt: str = "coinc", far: float | None = None, top: int | None = None,
+               gps: float | None = None, overwrite: bool = False) -> list[Path]:
+    """Write the selected candidates of ``run`` under ``out``; returns the directories written."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    written = []
+    for member in run_members(run):
+        chosen = select(member.candidates, far=far, top=top, gps=gps)
+        if not len(chosen):
+            continue
+        psd_path = member.folder / PSD_FILE
+        if not psd_path.exists():
+            raise DataError(f"{member.folder}: no {PSD_FILE} (runs made before gwbatch wrote the PSDs it whitened "
+                            "with cannot be exported with PSDs: run the campaign again)")
+        psds = read_psds(psd_path)
+        series = SnrSeries(member) if member.manifest["campaign"]["search"]["kind"] == "spiir" else None
+        for _, row in chosen.iterrows():
+            target = out / f"{row['search']}-{float(row['gps_time']):.4f}"
+            if (target / "coinc.xml").exists() and not overwrite:
+                raise DataError(f"{target / 'coinc.xml'} exists; pass --overwrite to replace it")
+            written.append(write_candidate(target, member, row, psds, series))
+    return written
+
+
+def write_candidate(target: Path, member: RunMember, row: pd.Series, psds: dict, series) -> Path:
+    """``coinc.xml`` and ``psd.xml.gz`` of one candidate in ``target``."""
+    campaign = member.manifest["campaign"]
+    gps = float(row["gps_time"])
+    at = {ifo: (p.frequency, p.at(gps)) for ifo, p in psds.items()}
+    candidate = candidate_from_row(row, campaign)
+    f_low = float(series.f_low if series is not None else campaign["conditioning"]["f_low"])
+    doc = coinc_document(candidate, at, f_low=f_low, version=gwbatch.__version__, campaign=campaign.get("name", ""))
+    if series is not None:
+        from gwbatch.io.coinc import append_snr_series
+
+        append_snr_series(doc, series.around(row, candidate))
+    write_document(doc, target / "coinc.xml")
+    write_document(psd_document(at, gps), target / "psd.xml.gz")
+    return target
+
+
+def candidate_from_row(row: pd.Series, campaign: dict) -> Candidate:
+    """A candidate table row as :class:`~gwbatch.io.coinc.Candidate` (its detectors: those with a
+    finite SNR)."""
+    ifos = [c[4:] for c in row.index if c.startswith("snr_")]
+    value = lambda key: float(row[key]) if key in row and pd.notna(row[key]) else float("nan")  # noqa: E731
+    singles = tuple(Single(ifo, value(f"time_{ifo}"), value(f"snr_{ifo}"), value(f"phase_{ifo}"),
+                           value(f"chisq_{ifo}"), value(f"duration_{ifo}"))
+                    for ifo in ifos if np.isfinite(value(f"snr_{ifo}")))
+    kind = campaign["search"]["kind"]
+    template = None
+    if kind == "spiir":
+        template = {k: value(k) if np.isfinite(value(k)) else 0.0 for k in ("mass1", "mass2", "spin1z", "spin2z")}
+    band = None
+    if "f_min" in row and "f_max" in row:
+        band = (value("f_min"), value("f_max"))
+    ra, dec = (value("ra"), value("dec")) if "ra" in row and "dec" in row else (None, None)
+    rank = value("rank") if "rank" in row else value("rho") if "rho" in row else None
+    return Candidate(kind, float(row["gps_time"]), float(row["snr"]), float(row["far"]), singles, template, band,
+                     ra, dec, rank)
+
+
+class SnrSeries:
+    """The complex SNR series of a SPIIR run's candidates, from its campaign planned again."""
+
+    def __init__(self, member: RunMember) -> None:
+        from gwbatch.config import validate_campaign
+        from gwbatch.config.loading import load_bank_config
+        from gwbatch.io.store import read_meta
+        from workflow.plan import member_plan
+        from workflow.prepare import prepare_one
+        from gwbatch.io.store import store_identity
+
+        campaign = validate_campaign(member.manifest["campaign"])
+        self.meta = read_meta(campaign.data.store)
+        self.folder = member.folder
+        recorded = _recorded_store(member.folder)
+        if recorded is not None and recorded != store_identity(self.meta):
+            raise DataError(f"store {campaign.data.store} is not the one the run read (its identity differs from "
+                            "the run's run.json): the SNR series cannot be recomputed")
+        self.plan = member_plan(member.name, campaign, self.meta)
+        self.resources = prepare_one(self.plan, self.meta, member.folder, campaign.cluster, progress=False)
+        self.f_low = load_bank_config(self.plan.settings.bank).f_low
+
+    def around(self, row: pd.Series, candidate: Candidate) -> dict[str, tuple[float, float, np.ndarray]]:
+        """Per detector of ``candidate``: ``(epoch GPS, sample interval, complex SNR)`` of an odd number
+        of samples centred on the detector's peak sample."""
+        from gwbatch.gpstime import GPSTime, sample_times, time_to_index
+        from gwbatch.searches import get_search
+        from gwbatch.searches.common import conditioned_series
+        from workflow.plan import chunk_task
+
+        plan, fs = self.plan, self.plan.sample_rate
+        t0, half = GPSTime.parse(plan.t0), int(np.ceil(SNR_SERIES_S * fs))
+        centre = time_to_index(t0, float(row["gps_time"]), fs)
+        spec = next((c for c in plan.chunks if c.start <= centre < c.stop), None)
+        if spec is None:
+            raise DataError(f"no chunk of the plan owns the candidate at GPS {row['gps_time']:.4f}")
+        self._check_chunk(spec)
+        peaks = {s.ifo: int(round(time_to_index(t0, s.time, fs))) for s in candidate.singles}
+        search, out = get_search(plan.search), {}
+        for series in conditioned_series(chunk_task(plan, self.meta, spec, "numpy")):
+            if series.ifo not in peaks:
+                continue
+            peak = peaks[series.ifo]
+            samples, z = search.snr_series(plan.settings, self.resources, series, row, spec, (peak - half, peak + half + 1))
+            keep = (samples >= peak - half) & (samples <= peak + half)
+            if keep.sum() != 2 * half + 1 or not np.all(np.isfinite(z[keep])):
+                raise DataError(f"{series.ifo}: the SNR series around GPS {row['gps_time']:.4f} is not all valid data")
+            out[series.ifo] = (float(sample_times(t0, np.array([peak - half], np.float64), fs)[0]), 1.0 / fs,
+                               np.asarray(z[keep], np.complex64))
+        return out
+
+    def _check_chunk(self, spec) -> None:
+        """The store chunks ``spec`` reads hold what they held when the run read them (their checksums)."""
+        from gwbatch.io.tables import checkpoint_stem
+        from workflow.resume import chunk_inputs
+        from workflow.rundir import CHUNKS
+
+        doc = checkpoint_stem(self.folder / CHUNKS, spec).with_suffix(".json")
+        if doc.exists() and json.loads(doc.read_text()).get("inputs") != chunk_inputs(self.meta, self.plan.ifos, spec):
+            raise DataError(f"the store's data of chunk {spec.index} changed since the run read them: the SNR series "
+                            "cannot be recomputed")
+
+
+def _recorded_store(folder: Path) -> dict | None:
+    """The store identity the run recorded (its ``run.json``, or the campaign's above a member)."""
+    for path in (folder / "run.json", folder.parent / "run.json"):
+        if path.exists():
+            doc = json.loads(path.read_text())
+            return doc.get("store") or (doc.get("members") or {}).get(folder.name, {}).get("store")
+    return None
