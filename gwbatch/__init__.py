@@ -8,4 +8,4 @@ __version__ = "0.1.0"
 
 #: The version of what a chunk computes.  Raised with every change of the code that changes a
 #: chunk's tables; ``--resume`` never reuses checkpoints of another analysis version.
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4

@@ -86,3 +86,20 @@ def test_gw150914_map_covers_the_published_arc(tmp_path):
     assert ring.sum() > 50 and inside[ring].mean() >= 0.4
     lmc = int(pixel_of(order, *LMC))
     assert inside[lmc]
+    # the candidate as a LIGO_LW coinc file (gwbatch export): igwn-ligolw loads it, its sngl_burst rows
+    # are the candidate's detectors and times, its PSDs are the ones the run whitened with
+    pytest.importorskip("lal")
+    import lal.series
+    from igwn_ligolw import lsctables, utils
+
+    from gwbatch.io.psds import read_psds
+    from workflow.cli import main
+
+    assert main(["export", str(run.out), "--format", "coinc", "--out", str(tmp_path / "coinc")]) == 0
+    doc = utils.load_filename(str(tmp_path / "coinc" / f"burst-{top['gps_time']:.4f}" / "coinc.xml"))
+    rows = {r.ifo: r for r in lsctables.SnglBurstTable.get_table(doc)}
+    assert set(rows) == {"H1", "L1"}
+    for ifo, row in rows.items():
+        assert float(row.peak) == pytest.approx(top[f"time_{ifo}"], abs=1e-6)
+    psds, measured = lal.series.read_psd_xmldoc(doc, root_name=None), read_psds(run.out / "psd.h5")
+    np.testing.assert_allclose(psds["L1"].data.data, measured["L1"].at(top["gps_time"]), rtol=1e-12)

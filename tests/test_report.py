@@ -312,9 +312,11 @@ def make_tfmap(ifos=("H1", "L1")) -> dict:
         energy = rng.exponential(1.0, (f.size, t.size))
         energy[np.ix_((f >= 100) & (f <= 200), np.abs(t) < 0.05)] += 30.0
         maps[ifo] = (t, f, energy)
+    tw = np.linspace(-0.1, 0.1, 411)
+    waves = {ifo: (tw, 6.0 * np.exp(-(tw / 0.02) ** 2) * np.cos(2 * np.pi * 150 * tw)) for ifo in ifos}
     cands = make_candidates(ifos)
     return {"label": "burst", "gps_time": float(cands["gps_time"].iloc[0]), "resolution": 16.0,
-            "box": (-0.05, 0.05, 100.0, 200.0), "maps": maps}
+            "box": (-0.05, 0.05, 100.0, 200.0), "maps": maps, "waveforms": waves}
 
 
 def full_inputs(ifos=("H1", "L1")) -> dict:
@@ -513,7 +515,7 @@ def test_fig_to_svg_strips_header():
 
 FIGURE_IDS = ("fig-time", "fig-ifar", "fig-rank", "fig-series", "fig-skymaps", "fig-inj", "fig-eff-snr",
               "fig-eff-hrss", "fig-pp", "fig-gpu", "fig-asd", "fig-segments", "fig-snr-hist", "fig-qscan-1",
-              "fig-tfmap-1")
+              "fig-tfmap-1", "fig-waveform-1")
 PIXEL_AREA_ORDER3 = 4 * np.pi * (180 / np.pi) ** 2 / 768
 
 
@@ -968,7 +970,7 @@ def test_candidate_block_has_its_q_transform_and_tf_map(rich_report):
     within 10 ms and 10 % of 150 Hz) and its burst map."""
     text, _ = rich_report
     block = text.split('<div class="cand" id="cand-1">')[1].split("</div>")[0]
-    assert 'id="fig-qscan-1"' in block and 'id="fig-tfmap-1"' in block
+    assert 'id="fig-qscan-1"' in block and 'id="fig-tfmap-1"' in block and 'id="fig-waveform-1"' in block
     assert "data:image/png;base64," in figure_html(text, "fig-qscan-1")
     table = block.split('<figure id="fig-qscan-1">')[1].split("</table>")[0]
     for ifo in ("H1", "L1"):

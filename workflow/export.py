@@ -27,6 +27,7 @@ from gwbatch.errors import ConfigError, DataError
 from gwbatch.io.coinc import Candidate, Single, coinc_document, psd_document, write_document
 from gwbatch.io.psds import FILE as PSD_FILE
 from gwbatch.io.psds import read_psds
+from gwbatch.searches import get_search
 
 #: Seconds of SNR series either side of each detector's peak (BAYESTAR trims to what it needs: the
 #: light travel time plus the template's autocorrelation length).
@@ -96,7 +97,7 @@ def export_run(run: Path, out: Path, *, fmt: str = "coinc", far: float | None = 
             raise DataError(f"{member.folder}: no {PSD_FILE} (runs made before gwbatch wrote the PSDs it whitened "
                             "with cannot be exported with PSDs: run the campaign again)")
         psds = read_psds(psd_path)
-        series = SnrSeries(member) if member.manifest["campaign"]["search"]["kind"] == "spiir" else None
+        series = SnrSeries(member) if get_search(member.manifest["campaign"]["search"]["kind"]).modelled else None
         for _, row in chosen.iterrows():
             target = out / f"{row['search']}-{float(row['gps_time']):.4f}"
             if (target / "coinc.xml").exists() and not overwrite:
@@ -132,7 +133,7 @@ def candidate_from_row(row: pd.Series, campaign: dict) -> Candidate:
                     for ifo in ifos if np.isfinite(value(f"snr_{ifo}")))
     kind = campaign["search"]["kind"]
     template = None
-    if kind == "spiir":
+    if get_search(kind).modelled:
         template = {k: value(k) if np.isfinite(value(k)) else 0.0 for k in ("mass1", "mass2", "spin1z", "spin2z")}
     band = None
     if "f_min" in row and "f_max" in row:
@@ -144,7 +145,8 @@ def candidate_from_row(row: pd.Series, campaign: dict) -> Candidate:
 
 
 class SnrSeries:
-    """The complex SNR series of a SPIIR run's candidates, from its campaign planned again."""
+    """The complex SNR series of a template search's candidates (:meth:`SpiirSearch.snr_series`), from
+    its campaign planned again."""
 
     def __init__(self, member: RunMember) -> None:
         from gwbatch.config import validate_campaign
@@ -169,7 +171,6 @@ class SnrSeries:
         """Per detector of ``candidate``: ``(epoch GPS, sample interval, complex SNR)`` of an odd number
         of samples centred on the detector's peak sample."""
         from gwbatch.gpstime import GPSTime, sample_times, time_to_index
-        from gwbatch.searches import get_search
         from gwbatch.searches.common import conditioned_series
         from workflow.plan import chunk_task
 

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from gwbatch._xp import StageTimer
-from gwbatch.burst.tfmap import burst_input, tf_map
 from gwbatch.gpstime import GPSTime, sample_times, time_to_index
 from gwbatch.report.qtransform import QScan, q_transform
 from gwbatch.searches import get_search
@@ -110,7 +109,8 @@ def candidate_figures(m: Member, spec, row: pd.Series, half_width: float = 1.0, 
       computing the statistic;
     - with ``maps``, ``qscan``: ``{"label", "gps_time", "scans": {ifo: QScan}, "stage_seconds"}``, the Q
       transform of each detector's whitened data (and the seconds of it and of the burst pixels) (:func:`whitened_qscan`; none for a search that does not whiten), and
-      ``tfmap``: for a burst candidate, the search's pixels around it (:func:`burst_pixels`), else None."""
+      ``tfmap``: the search's own pixels around it and its waveform
+      (:meth:`gwbatch.searches.base.Search.candidate_pixels`), None for a search without them."""
     search, plan = get_search(m.plan.search), m.plan
     t0, fs, gps = GPSTime.parse(plan.t0), plan.sample_rate, float(row["gps_time"])
     centre = time_to_index(t0, gps, fs)
@@ -132,9 +132,10 @@ def candidate_figures(m: Member, spec, row: pd.Series, half_width: float = 1.0, 
         try:  # a map is lost, not the candidate's time series; the report says which is missing
             with maps_timer("qtransform"):
                 scans[series.ifo] = whitened_qscan(series, at, fs, task.conditioning)
-            if search.kind == "burst":
-                with maps_timer("tfmap"):
-                    pixels[series.ifo] = burst_pixels(plan.settings, series, row, at)
+            with maps_timer("tfmap"):
+                found = search.candidate_pixels(plan.settings, series, row, at, QSCAN_SHOWN_S)
+            if found is not None:
+                pixels[series.ifo] = found
         except Exception as exc:
             log.warning("no time-frequency map of %s for the candidate at GPS %.3f: %s: %s", series.ifo, gps,
                         type(exc).__name__, exc)
@@ -142,7 +143,8 @@ def candidate_figures(m: Member, spec, row: pd.Series, half_width: float = 1.0, 
     tfmap = None
     if pixels:
         box = (-0.5 * float(row["duration"]), 0.5 * float(row["duration"]), float(row["f_min"]), float(row["f_max"]))
-        tfmap = {"label": label, "gps_time": gps, "resolution": float(row["resolution"]), "box": box, "maps": pixels}
+        tfmap = {"label": label, "gps_time": gps, "resolution": float(row["resolution"]), "box": box,
+                 "maps": {ifo: p[:3] for ifo, p in pixels.items()}, "waveforms": {ifo: p[3] for ifo, p in pixels.items()}}
     return {"series": {"label": label, "gps_time": gps, "statistic": search.statistic_name, "curves": curves,
                        "stage_seconds": dict(timer.seconds)},
             "qscan": {"label": label, "gps_time": gps, "scans": scans, "stage_seconds": dict(maps_timer.seconds)},
@@ -167,21 +169,3 @@ def whitened_qscan(series, at: float, fs: float, conditioning) -> QScan:
                        search=(centre - QSCAN_SEARCH_S, centre + QSCAN_SEARCH_S),
                        outseg=(centre - QSCAN_SHOWN_S, centre + QSCAN_SHOWN_S))
     return replace(scan, times=scan.times - centre, peak_time=scan.peak_time - centre)
-
-
-def burst_pixels(settings, series, row: pd.Series, at: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A burst candidate's pixels in one detector: ``|a|^2 / 2`` (noise mean 1) of the search's
-    time-frequency map (:func:`gwbatch.burst.tfmap.tf_map`) at the level nearest the candidate's
-    resolution, over ``QSCAN_SHOWN_S`` (or the candidate's duration, if longer) either side of read-span
-    sample ``at``: ``(times from the candidate, frequencies, energy (F, T))``."""
-    fs, levels = settings.sample_rate, settings.levels
-    res = min(levels, key=lambda r: abs(fs / r.length - float(row["resolution"])))
-    x = np.asarray(burst_input(series.cond.data, series.cond.snr2_per_energy or 1.0))
-    x = np.where(np.asarray(series.cond.valid), x, 0.0).astype(np.float32)
-    half = max(QSCAN_SHOWN_S, float(row["duration"])) * fs + res.length
-    width = int(np.ceil(2 * half / res.hop)) * res.hop
-    lo, hi = _window(at, x.size - x.size % res.hop, width)
-    energy = np.abs(np.asarray(tf_map(x[lo:hi], res))) ** 2 / 2.0
-    times = (lo + np.arange(energy.shape[0]) * res.hop + 0.5 * res.length - at) / fs
-    shown = np.abs(times) <= half / fs - res.length / fs
-    return times[shown], res.frequency(np.arange(res.k_lo, res.k_hi + 1), fs), energy[shown].T

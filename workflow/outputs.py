@@ -69,7 +69,8 @@ def write_outputs(outdir: Path, reduced: Reduced, manifest: dict, figures: dict 
 
 def write_skymaps(outdir: Path, reduced: Reduced, campaign: str) -> None:
     """Each candidate's skymap as a FITS file (``skymap`` column), written before the candidate table;
-    ``OBJECT`` names the campaign, the search and the candidate's GPS time (unique within a run)."""
+    ``OBJECT`` names the campaign, the search and the candidate's GPS time (unique within a run).  A
+    candidate with amplitudes (``sigma_<ifo>``: the compact-binary search) gets distance layers."""
     if not reduced.skymaps:
         return
     by_file = reduced.candidates.set_index("skymap")
@@ -80,8 +81,25 @@ def write_skymaps(outdir: Path, reduced: Reduced, campaign: str) -> None:
         ifos = tuple(i for i in str(row.get("ifos", "")).split(",") if i)
         write_skymap(path, prob, gps_time=float(row["gps_time"]),
                      object_name=f"{campaign}:{row['search']}:{float(row['gps_time']):.4f}", instruments=ifos,
-                     extra={"SNR": float(row["snr"]), **({"FAR": float(row["far"])} if np.isfinite(row["far"]) else {})})
+                     extra={"SNR": float(row["snr"]), **({"FAR": float(row["far"])} if np.isfinite(row["far"]) else {})},
+                     distance=skymap_distance(prob, row))
 
+
+def skymap_distance(prob: np.ndarray, row: pd.Series):
+    """The distance layers of a candidate's skymap (:func:`gwbatch.sky.distance.distance_layers`) from
+    its detectors' complex SNRs and templates' ``sigma``; None for a search without amplitudes."""
+    from gwbatch.sky.distance import distance_layers
+    from gwbatch.sky.grid import sky_grid
+
+    ifos = [c[6:] for c in row.index if c.startswith("sigma_")]
+    seen = [i for i in ifos if np.isfinite(row.get(f"snr_{i}", np.nan)) and np.isfinite(row.get(f"phase_{i}", np.nan))
+            and row[f"sigma_{i}"] > 0]
+    if not seen:
+        return None
+    grid = sky_grid(int(round(np.log2(np.sqrt(prob.size / 12)))))
+    z = np.array([row[f"snr_{i}"] * np.exp(1j * row[f"phase_{i}"]) for i in seen])
+    return distance_layers(prob, grid.ra, grid.dec, float(row["gps_time"]), seen, z,
+                           np.array([row[f"sigma_{i}"] for i in seen], np.float64))
 
 
 def combined_candidates(done: dict[str, RunSummary]) -> pd.DataFrame:

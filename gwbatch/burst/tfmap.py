@@ -97,6 +97,28 @@ def tf_map(x, res: Resolution):
     return (spec * np.float32(np.sqrt(2.0))).astype(xp.complex64)
 
 
+def tf_synthesis(pixels, res: Resolution, n: int):
+    """The series (float64, length ``n``, circular) whose frame coefficients in the kept bins are
+    ``pixels`` ``(n / H, n_bins)``: the frame's adjoint, which for a tight frame inverts
+    :func:`tf_map` on series band-limited to the kept bins.  Frame ``t``'s bins give
+    ``f_t[j] = sqrt(2) / L * sum_k Re(a[t, k] exp(2 pi i k j / L))``, and ``x[t H + j] = (L / 2)
+    sum_t w[j] f_t[j]`` since ``sum_t w[j - t H]^2 = 2 / L``.  Zeroed pixels leave their part out: the
+    series of an event's own pixels is its waveform in whitened units (the search's input)."""
+    xp = array_namespace(pixels)
+    length, hop = res.length, res.hop
+    spectrum = xp.zeros((pixels.shape[0], length // 2 + 1), dtype=xp.complex128)
+    spectrum[:, res.k_lo:res.k_hi + 1] = pixels
+    frames = xp.fft.irfft(spectrum, n=length, axis=1) * (length / 2.0) * (np.sqrt(2.0) / length)
+    frames = frames * xp.asarray(window(length))[None, :] * (length / 2.0)
+    out = xp.zeros(n, dtype=xp.float64)
+    index = (xp.arange(pixels.shape[0])[:, None] * hop + xp.arange(length)[None, :]) % n
+    if xp is np:
+        np.add.at(out, index.ravel(), frames.ravel())
+    else:
+        xp.add.at(out, index.ravel(), frames.ravel())
+    return out
+
+
 def frame_valid(valid, res: Resolution):
     """Frames (circular, as :func:`tf_map`) whose samples are all valid (bool ``(W / H,)``)."""
     xp = array_namespace(valid)

@@ -95,7 +95,7 @@ def background_table(bg: pd.DataFrame, per_ifo: list[pd.DataFrame], ifos: tuple[
 
 
 def _detector_columns(events: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float) -> tuple[dict, list[str]]:
-    """``time_<ifo>`` (GPS of the sample read), ``snr_``, ``phase_``, ``chisq_<ifo>`` (NaN where
+    """``time_<ifo>`` (GPS of the sample read), ``snr_``, ``phase_``, ``chisq_``, ``sigma_<ifo>`` (NaN where
     the detector was not analysing) and the member list of coherent events."""
     from gwbatch.gpstime import sample_times
 
@@ -106,7 +106,7 @@ def _detector_columns(events: pd.DataFrame, ifos: tuple[str, ...], t0, sample_ra
         cols[f"time_{ifo}"] = np.where(seen[-1], sample_times(t0, events[f"sample_{ifo}"].to_numpy(np.float64),
                                                               sample_rate), np.nan)
         cols[f"snr_{ifo}"] = snr
-        for field in ("phase", "chisq"):
+        for field in ("phase", "chisq", "sigma"):
             if f"{field}_{ifo}" in events:
                 cols[f"{field}_{ifo}"] = events[f"{field}_{ifo}"].to_numpy(np.float64)
     names = np.array(ifos)
@@ -127,10 +127,13 @@ def coherent_candidate_table(fg: pd.DataFrame, ifos: tuple[str, ...], t0, sample
     ``gps_time`` is the geocentric merger time at the best direction; ``snr`` the network coherent
     SNR; ``rank`` the ranking statistic the FAR is of; ``null_snr``, ``chisq`` (network), ``ra``,
     ``dec`` (rad), ``pivot`` (the detector whose trigger formed it), ``template``, ``mass1``,
-    ``mass2``; ``skymap`` (file, empty without one) and ``area90`` (deg²).
+    ``mass2``, ``spin1z``, ``spin2z``; per detector also ``sigma_<ifo>``, the template's optimal SNR at
+    1 Mpc (its effective distance is ``sigma / snr``); ``skymap`` (file, empty without one) and
+    ``area90`` (deg²).
     """
     return network_candidate_table("spiir", fg, ifos, t0, sample_rate, skymaps,
-                                   ("null_snr", "chisq", "ra", "dec", "pivot", "template", "mass1", "mass2"))
+                                   ("null_snr", "chisq", "ra", "dec", "pivot", "template", "mass1", "mass2",
+                                    "spin1z", "spin2z"))
 
 
 def burst_candidate_table(fg: pd.DataFrame, ifos: tuple[str, ...], t0, sample_rate: float,

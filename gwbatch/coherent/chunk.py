@@ -300,6 +300,8 @@ def _event_rows(ev, cands: pd.DataFrame, net: ChunkNetwork, delays: np.ndarray, 
         cols[f"snr_{ifo}"] = np.where(seen[:, j], np.abs(z[:, j]), np.nan)
         cols[f"phase_{ifo}"] = np.where(seen[:, j], np.angle(z[:, j]), np.nan)
         cols[f"chisq_{ifo}"] = np.where(seen[:, j], flat(ev.chisq_ifo)[:, j], np.nan)
+        # the template's optimal SNR at 1 Mpc in this detector's bank: the skymaps' distance layers
+        cols[f"sigma_{ifo}"] = np.repeat(net.banks[j].sigma[cands["template"].to_numpy(np.int64)], n_trial)
     return pd.DataFrame(cols)
 
 
@@ -309,7 +311,7 @@ def _empty_events(ifos) -> pd.DataFrame:
                                       "geocent_sample")}
     for ifo in ifos:
         cols |= {f"sample_{ifo}": np.zeros(0, np.int64), f"snr_{ifo}": np.zeros(0), f"phase_{ifo}": np.zeros(0),
-                 f"chisq_{ifo}": np.zeros(0)}
+                 f"chisq_{ifo}": np.zeros(0), f"sigma_{ifo}": np.zeros(0)}
     return pd.DataFrame(cols)
 
 

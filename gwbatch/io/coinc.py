@@ -114,7 +114,10 @@ def coinc_document(candidate: Candidate, psds: dict[str, tuple[np.ndarray, np.nd
     ifos = sorted(s.ifo for s in candidate.singles)
     process = _process(root, lsctables, version, ifos, campaign, candidate)
     time_slide = root.appendChild(lsctables.TimeSlideTable.new())
-    slide_id = time_slide.get_time_slide_id({ifo: 0.0 for ifo in ifos}, create_new=process)
+    slide_id = time_slide.get_next_id()
+    for ifo in ifos:  # zero lag (rows written directly: the table's own helper needs lalburst)
+        time_slide.append(_row(time_slide, time_slide_id=slide_id, instrument=ifo, offset=0.0,
+                               process_id=process.process_id))
     definer = root.appendChild(lsctables.CoincDefTable.new())
     search, coinc_type, description = INSPIRAL_COINC if candidate.is_cbc else BURST_COINC
     coinc_def = _row(definer, coinc_def_id=definer.get_next_id(), search=search, search_coinc_type=coinc_type,

@@ -1,7 +1,8 @@
 """HEALPix skymaps as FITS files, in the layout LIGO/Virgo/KAGRA alerts use.
 
 One binary table extension with a ``PROB`` column (probability per pixel, nested ordering,
-equatorial coordinates) and the HEALPix keywords (``PIXTYPE``, ``ORDERING``, ``COORDSYS``, ``NSIDE``,
+equatorial coordinates), for compact-binary candidates the distance columns ``DISTMU``, ``DISTSIGMA``,
+``DISTNORM`` (:mod:`gwbatch.sky.distance`), and the HEALPix keywords (``PIXTYPE``, ``ORDERING``, ``COORDSYS``, ``NSIDE``,
 ``INDXSCHM``), so healpy, ligo.skymap and astropy-healpix read it.  Written atomically.
 """
 
@@ -15,10 +16,12 @@ import numpy as np
 
 def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float | None = None,
                  object_name: str = "", creator: str = "gwbatch", instruments: tuple[str, ...] = (),
-                 extra: dict | None = None) -> Path:
+                 extra: dict | None = None, distance=None) -> Path:
     """Write ``prob`` (nested HEALPix, length ``12 nside^2``) as a FITS skymap at ``path``, with the
     keywords LVK skymaps carry: ``OBJECT`` (unique per candidate), ``INSTRUME`` (its detectors),
-    ``DATE`` (of the file), ``DATE-OBS``/``MJD-OBS`` (of the event), ``CREATOR`` and ``ORIGIN``."""
+    ``DATE`` (of the file), ``DATE-OBS``/``MJD-OBS`` (of the event), ``CREATOR`` and ``ORIGIN``.
+    ``distance`` (:class:`gwbatch.sky.distance.DistanceLayers`) adds the ``DISTMU``, ``DISTSIGMA`` and
+    ``DISTNORM`` columns and the ``DISTMEAN``, ``DISTSTD`` keywords."""
     from astropy.io import fits
     from astropy.time import Time
 
@@ -26,7 +29,12 @@ def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float |
     nside = int(round(np.sqrt(prob.size / 12)))
     if 12 * nside * nside != prob.size or nside & (nside - 1):
         raise ValueError(f"a HEALPix map needs 12 * nside^2 pixels with nside a power of 2, got {prob.size}")
-    hdu = fits.BinTableHDU.from_columns([fits.Column(name="PROB", format="D", unit="pix-1", array=prob)])
+    columns = [fits.Column(name="PROB", format="D", unit="pix-1", array=prob)]
+    if distance is not None:
+        columns += [fits.Column(name="DISTMU", format="D", unit="Mpc", array=np.asarray(distance.mu, np.float64)),
+                    fits.Column(name="DISTSIGMA", format="D", unit="Mpc", array=np.asarray(distance.sigma, np.float64)),
+                    fits.Column(name="DISTNORM", format="D", unit="Mpc-2", array=np.asarray(distance.norm, np.float64))]
+    hdu = fits.BinTableHDU.from_columns(columns)
     header = hdu.header
     header["PIXTYPE"] = ("HEALPIX", "HEALPIX pixelisation")
     header["ORDERING"] = ("NESTED", "Pixel ordering scheme: RING, NESTED, or NUNIQ")
@@ -44,6 +52,9 @@ def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float |
         t = Time(gps_time, format="gps")
         header["DATE-OBS"] = (t.utc.isot, "UTC date of the observation")
         header["MJD-OBS"] = (t.mjd, "modified Julian date of the observation")
+    if distance is not None:
+        header["DISTMEAN"] = (float(distance.mean), "Posterior mean distance (Mpc)")
+        header["DISTSTD"] = (float(distance.std), "Posterior standard deviation of distance (Mpc)")
     for key, value in (extra or {}).items():
         header[key] = value
     path = Path(path)

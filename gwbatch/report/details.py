@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from gwbatch.report.figures.common import MAX_PANELS, guarded
-from gwbatch.report.figures.qscans import fig_qscan, fig_tfmap
+from gwbatch.report.figures.qscans import fig_burst_waveform, fig_qscan, fig_tfmap
 from gwbatch.report.figures.series import fig_series
 from gwbatch.report.figures.skymaps import fig_skymaps
 from gwbatch.report.format import fmt_far, fmt_gps, fmt_ifar, fmt_snr, fmt_utc, missing, text
@@ -76,4 +76,6 @@ def _candidate_block(row: pd.Series, i: int, anchor: str, qscans, tfmaps) -> str
     tfmap = _entry_for(tfmaps, gps)
     if tfmap is not None:
         body.append(guarded(f"time-frequency map of {anchor}", fig_tfmap, tfmap, f"fig-tfmap-{i + 1}"))
+        if tfmap.get("waveforms"):
+            body.append(guarded(f"waveform of {anchor}", fig_burst_waveform, tfmap, f"fig-waveform-{i + 1}"))
     return f'<div class="cand" id="{anchor}">\n' + "\n".join(body) + "\n</div>"

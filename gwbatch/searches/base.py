@@ -112,6 +112,10 @@ class Search(Protocol):
     statistic_name: ClassVar[str]
     #: The candidates' and background events' column their FARs are of.
     rank_column: ClassVar[str]
+    #: True for a template search: its candidates carry a template (masses, spins), per-detector complex
+    #: SNRs and ``sigma_<ifo>``, and it implements :meth:`snr_series`; they are exported as
+    #: ``sngl_inspiral`` rows and their skymaps get distance layers.  False: unmodelled (``sngl_burst``).
+    modelled: ClassVar[bool]
 
     def check_rate(self, section, sample_rate: float) -> None:
         """Refuse (:class:`~gwbatch.errors.ConfigError`, naming the key, its value and the allowed range)
@@ -161,3 +165,8 @@ class Search(Protocol):
                          span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         """The statistic in one detector's conditioned chunk around candidate ``row``, as (store
         samples, values), covering at least the store samples ``span``."""
+
+    def candidate_pixels(self, settings, series, row: pd.Series, at: float, half_width: float):
+        """For the report: the search's own time-frequency pixels of one detector's conditioned chunk
+        within ``half_width`` s of read-span sample ``at`` (candidate ``row``), as ``(times from the
+        candidate, frequencies, energy (F, T), (times, waveform))``; None for a search without them."""

@@ -23,7 +23,7 @@ from scipy.stats import chi2
 from gwbatch.background.trials import chunk_trials_significance
 from gwbatch.burst.chunk import BurstNetwork, BurstSettings, burst_chunk, window_pad
 from gwbatch.burst.skyloop import SkyLoopCuts
-from gwbatch.burst.tfmap import burst_input, resolutions, tf_map
+from gwbatch.burst.tfmap import burst_input, resolutions, tf_map, tf_synthesis
 from gwbatch.candidates.tables import burst_background_table, burst_candidate_table
 from gwbatch.conditioning import ConditioningSettings, filter_half_length
 from gwbatch.config.strict import Hertz, Snr, StrictModel
@@ -180,6 +180,7 @@ class BurstSearch:
     slides_in_chunks = True
     statistic_name = "band excess energy"
     rank_column = "rank"
+    modelled = False
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> BurstSearchSettings:
         """The search's settings; the lag step must be a multiple of the longest pixel step."""
@@ -293,6 +294,32 @@ class BurstSearch:
         band = (freqs >= float(row["f_min"]) - 0.5 * bandwidth) & (freqs <= float(row["f_max"]) + 0.5 * bandwidth)
         frames = np.arange(energy.shape[0]) * res.hop + 0.5 * res.length
         return spec.read_start + frames, energy[:, band].sum(axis=1)
+
+    def candidate_pixels(self, settings: BurstSearchSettings, series, row: pd.Series, at: float, half_width: float):
+        """The candidate's pixels in one detector: ``|a|^2 / 2`` (noise mean 1) at the level nearest its
+        resolution, within ``half_width`` s (or its duration, if longer) of read-span sample ``at``, and
+        its waveform: the pixels inside its time-frequency extent synthesised back to time
+        (:func:`gwbatch.burst.tfmap.tf_synthesis`), in whitened units, with the noise of those pixels."""
+        fs, levels = settings.sample_rate, settings.levels
+        res = min(levels, key=lambda r: abs(fs / r.length - float(row["resolution"])))
+        x = np.asarray(burst_input(series.cond.data, series.cond.snr2_per_energy or 1.0))
+        x = np.where(np.asarray(series.cond.valid), x, 0.0).astype(np.float32)
+        n = x.size - x.size % res.hop
+        half = max(half_width, float(row["duration"])) * fs + res.length
+        width = min(int(np.ceil(2 * half / res.hop)) * res.hop, n)
+        lo = min(max(int(round(at)) - width // 2, 0), n - width)
+        lo -= lo % res.hop
+        pixels = np.asarray(tf_map(x[lo:lo + width], res))
+        energy = np.abs(pixels) ** 2 / 2.0
+        times = (lo + np.arange(energy.shape[0]) * res.hop + 0.5 * res.length - at) / fs
+        freqs = res.frequency(np.arange(res.k_lo, res.k_hi + 1), fs)
+        shown = np.abs(times) <= half / fs - res.length / fs
+        box = ((np.abs(times) <= 0.5 * float(row["duration"]) + 0.5 * res.length / fs)[:, None]
+               & ((freqs >= float(row["f_min"])) & (freqs <= float(row["f_max"])))[None, :])
+        wave = tf_synthesis(np.where(box, pixels, 0), res, width)
+        t = (lo + np.arange(width) - at) / fs
+        near = np.abs(t) <= 0.5 * float(row["duration"]) + 2 * res.length / fs
+        return times[shown], freqs, energy[shown].T, (t[near], wave[near])
 
 
 SEARCH = BurstSearch

@@ -126,6 +126,7 @@ class PulseSearch:
     slides_in_chunks = False
     statistic_name = "excess-energy SNR"
     rank_column = "snr"
+    modelled = False
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> PulseSearchSettings:
         return PulseSearchSettings(sample_rate, tuple(ifos), campaign.search.settings(), campaign.conditioning.settings(),
@@ -215,6 +216,11 @@ class PulseSearch:
         total = np.concatenate([[0.0], np.cumsum(energy)])
         snr = (total[w:] - total[:-w] - w) / np.sqrt(2.0 * w)
         return spec.read_start + np.arange(snr.size) + 0.5 * (w - 1), snr
+
+
+    def candidate_pixels(self, settings, series, row: pd.Series, at: float, half_width: float):
+        """None: the search has no time-frequency pixels of its own."""
+        return None
 
 
 SEARCH = PulseSearch

@@ -222,6 +222,7 @@ class SpiirSearch:
     slides_in_chunks = True
     statistic_name = "SNR |z|"
     rank_column = "rank"
+    modelled = True
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> SpiirSettings:
         search, network = campaign.search, NetworkSettings.of(campaign, len(ifos))
@@ -473,6 +474,11 @@ class SpiirSearch:
         z = np.asarray(filter_templates(x[lo:min(x.size, hi + settings.tail)], part, spec.read_start + lo)[0])[: hi - lo]
         z = np.where(np.asarray(series.cond.valid)[lo:hi], z, np.nan)
         return spec.read_start + lo + np.arange(z.size) - delay, z
+
+
+    def candidate_pixels(self, settings, series, row: pd.Series, at: float, half_width: float):
+        """None: the search has no time-frequency pixels of its own."""
+        return None
 
 
 SEARCH = SpiirSearch

@@ -82,3 +82,22 @@ def fig_tfmap(entry: dict, fig_id: str) -> str:
                f"{ENERGY_RANGE[1]:g}); the outline is the "
                "candidate's time and frequency extent.")
     return drawn(fig, fig_id, caption)
+
+
+def fig_burst_waveform(entry: dict, fig_id: str) -> str:
+    """A burst candidate's waveform in each detector: the pixels inside its time-frequency extent
+    synthesised back to time (whitened, unit noise variance per sample)."""
+    waves = {str(ifo): w for ifo, w in (entry.get("waveforms") or {}).items() if w is not None}
+    if not waves:
+        return note("Waveform not drawn: no detector had data around this candidate.")
+    fig, axes = _panels(len(waves), height=2.2)
+    for ax, (ifo, (t, x)) in zip(axes, waves.items()):
+        ax.plot(t, x, lw=0.8, color="tab:blue")
+        ax.set_title(ifo, parse_math=False, fontsize="small")
+        ax.set_xlabel("time from the candidate (s)")
+    axes[0].set_ylabel("whitened strain (\u03c3)")
+    caption = (f"The burst search's view of {text(entry.get('label'))} (GPS {fmt_gps(entry.get('gps_time'))}) in "
+               "each detector: the time-frequency pixels inside the candidate's extent (the outline above) "
+               "synthesised back to time, in units of the whitened noise's standard deviation; the noise "
+               "of those pixels is in it too.")
+    return drawn(fig, fig_id, caption)
