@@ -47,7 +47,7 @@ def _source(rng):
 def test_distance_posteriors_pass_a_pp_test():
     """Sources uniform in volume with random orientations in Gaussian noise, those with network SNR
     above 8: the true distance's credible level under each pixel's ansatz is uniform (KS p > 0.01;
-    measured 0.10 over 150 sources, seed 1), and a map's DISTMEAN is the pixel's own mean."""
+    measured 0.17 over 150 sources, seed 1), and a map's DISTMEAN is the pixel's own mean."""
     rng, grid, levels = np.random.default_rng(1), sky_grid(5), []
     r_axis = np.linspace(0.1, 3000, 30000)
     while len(levels) < 150:
@@ -80,3 +80,40 @@ def test_skymap_fits_distance_columns_read_by_ligo_skymap(tmp_path):
     np.testing.assert_array_equal(mu, layers.mu)
     np.testing.assert_array_equal(n, layers.norm)
     assert meta["distmean"] == pytest.approx(layers.mean) and meta["diststd"] == pytest.approx(layers.std)
+
+
+def test_laplace_distance_moments_match_a_brute_force_integral():
+    """The distance moments by Laplace's method against a fine grid in cos(iota), psi and r (240 x 120
+    x 800) for sources at network SNR >= 8, as the maps are: within 1% above SNR 12 (measured 0.1%),
+    12% below."""
+    from scipy.special import i0e
+
+    from gwbatch.sky.distance import distance_moments
+
+    def brute(z, fp, fx, nc=240, ns=120, nr=800):
+        c = (np.arange(nc) + 0.5) / nc * 2 - 1
+        psi = (np.arange(ns) + 0.5) / ns * np.pi / 2
+        rot_p = fp[None] * np.cos(2 * psi)[:, None] + fx[None] * np.sin(2 * psi)[:, None]
+        rot_x = -fp[None] * np.sin(2 * psi)[:, None] + fx[None] * np.cos(2 * psi)[:, None]
+        unit = SIGMA * (rot_p[:, None] * ((1 + c * c) / 2)[None, :, None] - 1j * rot_x[:, None] * c[None, :, None])
+        alpha, beta = np.abs((np.conj(z) * unit).sum(-1)), 0.5 * (np.abs(unit) ** 2).sum(-1)
+        r = np.linspace(1.0, 3 * np.sqrt((SIGMA ** 2).sum()) / 6, nr)
+        x = alpha[..., None] / r
+        log_l = np.logaddexp.reduce((np.log(i0e(x)) + x - beta[..., None] / r ** 2).reshape(-1, nr), axis=0)
+        post = np.exp(log_l - log_l.max()) * r ** 2
+        post /= post.sum()
+        mean = post @ r
+        return mean, np.sqrt(post @ r ** 2 - mean ** 2)
+
+    rng, done = np.random.default_rng(5), 0
+    while done < 4:
+        ra, dec, _, z = _source(rng)
+        if np.linalg.norm(z) < 8:  # the maps' threshold
+            continue
+        done += 1
+        f = [antenna_pattern(i, ra, dec, 0.0, GPS) for i in IFOS]
+        fp, fx = np.array([a for a, _ in f]), np.array([b for _, b in f])
+        mean, std = distance_moments(z, SIGMA, fp[None], fx[None])
+        ref_mean, ref_std = brute(z, fp, fx)
+        tol = 0.01 if np.linalg.norm(z) > 12 else 0.12
+        assert mean[0] == pytest.approx(ref_mean, rel=tol) and std[0] == pytest.approx(ref_std, rel=3 * tol)

@@ -10,7 +10,8 @@ each template's optimal SNR at 1 Mpc ``sigma_i``.  A source at distance ``r``, i
 polarisation ``psi`` gives ``a_i = sigma_i / r (F+_i (1 + cos^2 iota) / 2 - i Fx_i cos iota)`` times a
 common phase, so with the phase marginalised (uniform) the likelihood is
 ``I0(|sum_i conj(z_i) a_i|) exp(-sum_i |a_i|^2 / 2)``; it is marginalised numerically over
-``cos iota`` (uniform in [-1, 1]) and ``psi`` (uniform), with the prior ``r^2`` (uniform in volume).
+``cos iota`` (uniform in [-1, 1]) and ``psi`` (uniform), with the prior ``r^2`` (uniform in volume),
+the distance by Laplace's method (:func:`distance_moments`).
 The SNRs are those at the candidate's best direction for every pixel (their time offsets are not
 re-read per direction): the antenna patterns carry the direction.
 """
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import i0e, ndtr
 
-#: Integration grid of the marginalisation: cos(iota), polarisation and distance points.
-N_COS_IOTA, N_PSI, N_DISTANCE = 12, 8, 96
+#: Integration grid of the marginalisation over orientation: cos(iota) and polarisation points.
+N_COS_IOTA, N_PSI = 64, 32
 #: HEALPix order the distance posteriors are computed at, at most (3072 pixels of 13.4 deg^2).
 DISTANCE_ORDER = 4
 #: Pixels outside the smallest region holding this much probability get no distance (DISTMU inf).
@@ -76,32 +77,42 @@ def parameters_to_moments(mu, sigma) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(np.maximum(sigma * sigma * m4 / m2 - mean * mean, 0.0))
 
 
-def distance_posteriors(z: np.ndarray, sigma: np.ndarray, fplus: np.ndarray, fcross: np.ndarray,
-                        distances: np.ndarray) -> np.ndarray:
-    """Per pixel the posterior probability of each point of the grid ``distances`` (its share of the
-    posterior, the grid's spacing included: rows sum to one), from ``z`` and ``sigma`` per detector
-    (``(D,)``) and the antenna patterns at polarisation 0 per pixel and detector (``(P, D)``) (module
-    docstring).  The detectors enter through five numbers per pixel: ``p = sum conj(z) sigma F+``,
-    ``x = sum conj(z) sigma Fx`` and the sums of ``sigma^2 F F``, which a polarisation rotates."""
+def distance_moments(z: np.ndarray, sigma: np.ndarray, fplus: np.ndarray, fcross: np.ndarray):
+    """Per pixel the posterior mean and standard deviation of distance, from ``z`` and ``sigma`` per
+    detector (``(D,)``) and the antenna patterns at polarisation 0 per pixel and detector (``(P, D)``)
+    (module docstring).  The detectors enter through five numbers per pixel: ``p = sum conj(z) sigma F+``,
+    ``x = sum conj(z) sigma Fx`` and the sums of ``sigma^2 F F``, which a polarisation rotates.
+
+    For each (cos iota, psi) of the grid the likelihood in ``u = 1 / r`` is ``I0(alpha u) exp(-beta u^2)``
+    with the prior ``r^2 dr = u^-4 du``; with ``I0(x) ~ e^x / sqrt(2 pi x)`` (the maps' SNRs are >= 8)
+    its log is ``alpha u - beta u^2 - 4.5 ln u``, whose maximum ``u*`` and curvature give the
+    evidence and the moments of ``r`` (Laplace's method); the grid points are then mixed by their
+    evidence."""
     c = (np.arange(N_COS_IOTA) + 0.5) / N_COS_IOTA * 2 - 1
     psi = (np.arange(N_PSI) + 0.5) / N_PSI * (np.pi / 2)  # with the phase free, F(psi + pi/2) = -F(psi)
     cos2, sin2 = np.cos(2 * psi)[None, :], np.sin(2 * psi)[None, :]
     weighted = np.conj(z) * sigma
     p0, x0 = (fplus * weighted).sum(axis=1)[:, None], (fcross * weighted).sum(axis=1)[:, None]
-    spp, sxx, spx = ((sigma * fplus) ** 2).sum(1)[:, None], ((sigma * fcross) ** 2).sum(1)[:, None], \
-        (sigma ** 2 * fplus * fcross).sum(1)[:, None]
+    spp, sxx = ((sigma * fplus) ** 2).sum(1)[:, None], ((sigma * fcross) ** 2).sum(1)[:, None]
+    spx = (sigma ** 2 * fplus * fcross).sum(1)[:, None]
     p, x = p0 * cos2 + x0 * sin2, x0 * cos2 - p0 * sin2  # (P, S)
     s_pp = spp * cos2 ** 2 + 2 * spx * cos2 * sin2 + sxx * sin2 ** 2
     s_xx = spp * sin2 ** 2 - 2 * spx * cos2 * sin2 + sxx * cos2 ** 2
     a_plus, a_cross = ((1 + c * c) / 2)[None, None, :], c[None, None, :]
-    overlap = np.abs(a_plus * p[..., None] - 1j * a_cross * x[..., None])  # |sum conj(z) a| r: (P, S, C)
-    power = 0.5 * (a_plus ** 2 * s_pp[..., None] + a_cross ** 2 * s_xx[..., None])  # sum |a|^2 / 2 r^2
-    inv = 1.0 / distances
-    arg = overlap[..., None] * inv  # (P, S, C, R)
-    log_l = np.log(i0e(arg)) + arg - power[..., None] * inv * inv
-    peak = log_l.max(axis=(1, 2, 3), keepdims=True)
-    post = np.exp(log_l - peak).sum(axis=(1, 2)) * distances ** 2 * np.gradient(distances)  # (P, R): mass per point
-    return post / post.sum(axis=1, keepdims=True)
+    alpha = np.abs(a_plus * p[..., None] - 1j * a_cross * x[..., None])  # |sum conj(z) a| r: (P, S, C)
+    beta = np.maximum(0.5 * (a_plus ** 2 * s_pp[..., None] + a_cross ** 2 * s_xx[..., None]), 1e-300)
+    disc = np.maximum(alpha * alpha - 36.0 * beta, 0.0)
+    u = (alpha + np.sqrt(disc)) / (4.0 * beta)  # the maximum of alpha u - beta u^2 - 4.5 ln u
+    curvature = np.maximum(2.0 * beta + 4.5 / (u * u), 1e-300)  # -h''(u*)
+    log_z = alpha * u - beta * u * u - 4.5 * np.log(u) - 0.5 * np.log(alpha) - 0.5 * np.log(curvature)
+    log_z = np.where(disc > 0, log_z, log_z - 1e3)  # no interior maximum: a negligible share
+    w = np.exp(log_z - log_z.max(axis=(1, 2), keepdims=True))
+    w = w / w.sum(axis=(1, 2), keepdims=True)
+    mean_r = 1.0 / u + 1.0 / (curvature * u ** 3)  # E[1/u] to second order
+    var_r = 1.0 / (curvature * u ** 4)
+    mean = np.sum(w * mean_r, axis=(1, 2))
+    second = np.sum(w * (var_r + mean_r ** 2), axis=(1, 2))
+    return mean, np.sqrt(np.maximum(second - mean * mean, 0.0))
 
 
 def distance_layers(prob: np.ndarray, ra: np.ndarray, dec: np.ndarray, gps: float, ifos, z, sigma,
@@ -124,15 +135,9 @@ def distance_layers(prob: np.ndarray, ra: np.ndarray, dec: np.ndarray, gps: floa
     centre = (keep << shift) + (1 << shift) // 2  # a child near the parent's centre
     f = [antenna_pattern(ifo, ra[centre], dec[centre], 0.0, gps) for ifo in ifos]
     fplus, fcross = np.stack([a for a, _ in f], axis=1), np.stack([b for _, b in f], axis=1)
-    rho = np.sqrt(np.sum(np.abs(z) ** 2))
-    reach = np.sqrt(np.sum(sigma ** 2)) / max(rho, 1.0)  # distance of an optimal source at this SNR
-    distances = np.geomspace(0.02 * reach, 3.0 * reach, N_DISTANCE)
     mean, std = np.empty(keep.size), np.empty(keep.size)
     for lo in range(0, keep.size, batch):
-        post = distance_posteriors(z, sigma, fplus[lo:lo + batch], fcross[lo:lo + batch], distances)
-        m = post @ distances
-        mean[lo:lo + batch] = m
-        std[lo:lo + batch] = np.sqrt(np.maximum(post @ distances ** 2 - m * m, 0.0))
+        mean[lo:lo + batch], std[lo:lo + batch] = distance_moments(z, sigma, fplus[lo:lo + batch], fcross[lo:lo + batch])
     mu_c, sig_c, norm_c = np.full(coarse.size, np.inf), np.ones(coarse.size), np.zeros(coarse.size)
     mu_c[keep], sig_c[keep], norm_c[keep] = moments_to_parameters(mean, std)
     w = coarse[keep] / coarse[keep].sum()
