@@ -112,8 +112,7 @@ def write_candidate(target: Path, member: RunMember, row: pd.Series, psds: dict,
     gps = float(row["gps_time"])
     at = {ifo: (p.frequency, p.at(gps)) for ifo, p in psds.items()}
     candidate = candidate_from_row(row, campaign)
-    f_low = float(series.f_low if series is not None else campaign["conditioning"]["f_low"])
-    doc = coinc_document(candidate, at, f_low=f_low, version=gwbatch.__version__, campaign=campaign.get("name", ""))
+    doc = coinc_document(candidate, at, f_low=float(campaign["conditioning"]["f_low"]), version=gwbatch.__version__, campaign=campaign.get("name", ""))
     if series is not None:
         from gwbatch.io.coinc import append_snr_series
 
@@ -150,7 +149,6 @@ class SnrSeries:
 
     def __init__(self, member: RunMember) -> None:
         from gwbatch.config import validate_campaign
-        from gwbatch.config.loading import load_bank_config
         from gwbatch.io.store import read_meta
         from workflow.plan import member_plan
         from workflow.prepare import prepare_one
@@ -165,7 +163,6 @@ class SnrSeries:
                             "the run's run.json): the SNR series cannot be recomputed")
         self.plan = member_plan(member.name, campaign, self.meta)
         self.resources = prepare_one(self.plan, self.meta, member.folder, campaign.cluster, progress=False)
-        self.f_low = load_bank_config(self.plan.settings.bank).f_low
 
     def around(self, row: pd.Series, candidate: Candidate) -> dict[str, tuple[float, float, np.ndarray]]:
         """Per detector of ``candidate``: ``(epoch GPS, sample interval, complex SNR)`` of an odd number
