@@ -73,12 +73,11 @@ def pixel_levels(bandwidths, f_low: float, f_high: float, sample_rate: float):
         raise ConfigError(f"search.resolutions: {exc}") from None
 
 
-def default_regulator(n_ifos: int) -> float:
-    return REGULATOR[2] if n_ifos <= 2 else REGULATOR["more"]
-
-
-def default_systematic(n_ifos: int) -> float:
-    return SKYMAP_SYSTEMATIC[2] if n_ifos <= 2 else SKYMAP_SYSTEMATIC["more"]
+def by_network(configured: float | None, defaults: dict, n_ifos: int) -> float:
+    """``configured``, else the default for a network of ``n_ifos`` (``defaults``: two detectors, and more)."""
+    if configured is not None:
+        return configured
+    return defaults[2] if n_ifos <= 2 else defaults["more"]
 
 
 class BurstSearchConfig(StrictModel):
@@ -158,14 +157,14 @@ def chunk_settings(search, network: NetworkSettings, n_ifos: int, sample_rate: f
     """The chunk stage's settings from the campaign's burst search section."""
     en = search.pixel_threshold or float(chi2.isf(1.0 - PIXEL_QUANTILE, 2 * n_ifos))
     es = search.subnet_threshold or float(chi2.isf(1.0 - PIXEL_QUANTILE, 2 * max(n_ifos - 1, 1)))
-    regulator = default_regulator(n_ifos) if search.regulator is None else search.regulator
+    regulator = by_network(search.regulator, REGULATOR, n_ifos)
     return BurstSettings(
         bandwidths=tuple(search.resolutions), f_low=search.f_low, f_high=search.f_high,
         bpp=search.black_pixel_probability, cuts=SkyLoopCuts(en, es, search.subcut, regulator),
         rho_min=search.rho_min, cc_min=search.cc_min, n_trials=network.slides,
         step=int(round(network.slide_step * sample_rate)), cluster=int(round(network.cluster_window * sample_rate)),
         sky_order=search.sky_order, skymap_threshold=search.skymap_threshold, temperature=search.skymap_temperature,
-        systematic=default_systematic(n_ifos) if search.skymap_systematic is None else search.skymap_systematic,
+        systematic=by_network(search.skymap_systematic, SKYMAP_SYSTEMATIC, n_ifos),
         n_deep=network.deep_slides, deep_tail=network.far_tail,
     )
 
