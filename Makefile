@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.gwbatch-installed
 DEMO_STORE := data/demo.zarr
 DEMO_SIM   := --ifos H1,L1,V1 --duration 1024 --sample-rate 2048 --seed 1 --injections 60
 
-.PHONY: demo test install browser pulsar gw150914 gw150914-spiir gw150914-burst clean
+.PHONY: demo test install browser pulsar radio gw150914 gw150914-spiir gw150914-burst clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gwbatch needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -33,6 +33,10 @@ demo: $(STAMP)
 pulsar: $(STAMP)
 	$(BIN)/gwbatch ingest sigproc tests/data/pulsar-j1807/GBT_J1807-0847.tim --out data/pulsar-j1807.zarr --overwrite
 	$(BIN)/gwbatch run configs/pulsar-j1807.yaml --overwrite
+
+radio: $(STAMP)
+	$(BIN)/gwbatch ingest filterbank tests/data/radio/tutorial.fil --out data/radio-tutorial.zarr --overwrite
+	$(BIN)/gwbatch run configs/radio-tutorial.yaml --overwrite
 
 GW150914_FILES := tests/data/gw150914/H-H1_LOSC_4_V2-1126259446-32.hdf5 tests/data/gw150914/L-L1_LOSC_4_V2-1126259446-32.hdf5
 

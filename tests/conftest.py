@@ -67,6 +67,24 @@ def demo_store(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def small_filterbank(tmp_path_factory) -> Path:
+    """200 s of two beams of 8-bit radio spectra, 32 channels x 2 MHz from 1500 MHz at 1 ms: Gaussian
+    noise around 128 (radio campaign tests)."""
+    from gwbatch.io.store import SampleLayout, StoreWriter
+
+    path = tmp_path_factory.mktemp("stores") / "filterbank.zarr"
+    rng = np.random.default_rng(11)
+    layout = SampleLayout("uint8", tuple(1500.0 - 2.0 * np.arange(32)))
+    n = 200_000
+    with StoreWriter(path, ifos=("B01", "B02"), sample_rate=1000.0, t0="1300000000", n_samples=n, chunk_samples=1 << 16,
+                     dq_bits=("DATA",), layout=layout) as writer:
+        for beam in ("B01", "B02"):
+            writer.write_spectra(beam, 0, np.clip(np.rint(rng.normal(128, 12, (32, n))), 0, 255).astype(np.uint8))
+            writer.write_dq(beam, 0, np.ones(200, np.uint8))
+        return writer.commit()
+
+
+@pytest.fixture(scope="session")
 def small_store(tmp_path_factory) -> Path:
     """256 s of H1 and L1 at 1024 Hz with 8 loud injections: fast campaign tests."""
     from gwbatch.simulate import simulate_store

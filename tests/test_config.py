@@ -65,7 +65,7 @@ def test_negative_duration_refused(tmp_path):
 
 
 def test_unknown_search_kind_lists_allowed(tmp_path):
-    with pytest.raises(ConfigError, match=r"search.kind: 'spiral' is not known \(allowed: 'burst', 'pulse', 'spiir'\)"):
+    with pytest.raises(ConfigError, match=r"search.kind: 'spiral' is not known \(allowed: 'burst', 'pulse', 'radio', 'spiir'\)"):
         load_campaign(write(tmp_path, "name: t\ndata: {store: x}\nsearch: {kind: spiral}\n"))
 
 

@@ -25,7 +25,7 @@ def test_the_registry_is_the_search_modules_and_the_schema_takes_their_sections(
     """Every module of ``gwbatch/searches/`` but the interface and the front end is a search named by
     its file, and the campaign's search union is exactly their sections, each tagged by its kind."""
     modules = {p.stem for p in (ROOT / "gwbatch/searches").glob("*.py")} - {"__init__", "base", "common"}
-    assert set(REGISTRY) == modules == {"burst", "pulse", "spiir"}
+    assert set(REGISTRY) == modules == {"burst", "pulse", "radio", "spiir"}
     sections = search_sections()
     assert list(sections) == sorted(REGISTRY)
     for kind, section in sections.items():
@@ -39,8 +39,8 @@ def test_the_registry_is_the_search_modules_and_the_schema_takes_their_sections(
 def test_an_unknown_kind_names_the_registered_ones():
     from gwbatch.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"unknown search kind 'radio'; known: burst, pulse, spiir"):
-        get_search("radio")
+    with pytest.raises(ConfigError, match=r"unknown search kind 'radar'; known: burst, pulse, radio, spiir"):
+        get_search("radar")
 
 
 @pytest.mark.parametrize("kind", sorted(REGISTRY))
@@ -55,9 +55,13 @@ def test_every_search_implements_the_whole_interface(kind):
 def campaign(kind: str, store) -> Campaign:
     search = {"pulse": {"kind": "pulse"},
               "spiir": {"kind": "spiir", "bank": "configs/banks/bbh-small.yaml"},
-              "burst": {"kind": "burst", "f_high": 448.0, "sky_order": 4}}[kind]
+              "burst": {"kind": "burst", "f_high": 448.0, "sky_order": 4},
+              "radio": {"kind": "radio", "dm_max": 300.0}}[kind]
+    radio = kind == "radio"
     return validate_campaign({"name": "c", "data": {"store": str(store)}, "search": search,
-                              "background": {"slides": 4, "slide_step": 1.0}, "plan": {"chunk": 64.0}})
+                              "conditioning": {"whiten": not radio},
+                              "coincidence": {"min_ifos": 1 if radio else 2},
+                              "background": {"slides": 0 if radio else 4, "slide_step": 1.0}, "plan": {"chunk": 64.0}})
 
 
 def models_inside(value, seen=None) -> list[str]:
@@ -74,12 +78,13 @@ def models_inside(value, seen=None) -> list[str]:
 
 
 @pytest.mark.parametrize("kind", sorted(REGISTRY))
-def test_a_task_carries_frozen_facts_and_no_config_model(kind, small_store):
+def test_a_task_carries_frozen_facts_and_no_config_model(kind, small_store, small_filterbank):
     from gwbatch.io.store import read_meta
     from workflow.plan import chunk_task, make_plan
 
-    meta = read_meta(small_store)
-    plan = make_plan(campaign(kind, small_store), meta)
+    store = small_filterbank if kind == "radio" else small_store
+    meta = read_meta(store)
+    plan = make_plan(campaign(kind, store), meta)
     task = chunk_task(plan, meta, plan.chunks[1], "numpy")
     assert models_inside(task) == []
     for part in (task, task.settings, task.conditioning, task.store, task.spec):

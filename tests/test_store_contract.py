@@ -271,7 +271,7 @@ LIES = {
     "t0 2**62": r"attribute 't0' 4611686018427387904.000000000 is outside the GPS times gwbatch handles, \[0, 2\*\*32\)",
     "t0 text": "attribute 't0' is 'yesterday'; expected a GPS time as a decimal string",
     "t0 shifted": "changed after it was sealed",
-    "format unknown": r"is not a gwbatch strain store \(format attribute 'something/9', expected 'gwbatch-strain/2'\)",
+    "format unknown": r"is not a gwbatch strain store \(format attribute 'something/9', expected 'gwbatch-strain/2' or 'gwbatch-filterbank/1'\)",
     "ifos missing a detector": "array 'strain' has 2 detector rows; attribute 'ifos' names 1",
     "ifos swapped": r"array 'ifo' holds \['H1', 'L1'\]; expected the 'ifos' attribute, \['L1', 'H1'\]",
     "detector missing from the ifo array": r"array 'ifo' holds \['H1'\]; expected the 'ifos' attribute",

@@ -40,6 +40,9 @@ from workflow.resume import check_identity, chunk_inputs, fingerprint, reusable_
 from workflow.rundir import RunDirectory, Staging, output_errors
 from workflow.schedule import task_priorities
 
+#: The figures of top candidates each member draws that the combined report shows too (:func:`workflow.figures.top_figures`).
+PER_CANDIDATE_FIGURES = ("series", "skymaps", "qscans", "tfmaps", "waterfalls", "bowties")
+
 log = logging.getLogger("gwbatch")
 
 
@@ -274,10 +277,7 @@ def _finish(run: RunDirectory, members: list[Member], reduced: dict, cluster, gp
     account_parts(manifest, parts)
     write_report(stage.dir() / "report.html", manifest=manifest, candidates=candidates,
                  background=pd.DataFrame(), injections=None, gates=pd.DataFrame(),
-                 series=[f for s in done.values() for f in s.figures.get("series", [])],
-                 skymaps=[f for s in done.values() for f in s.figures.get("skymaps", [])],
-                 qscans=[f for s in done.values() for f in s.figures.get("qscans", [])],
-                 tfmaps=[f for s in done.values() for f in s.figures.get("tfmaps", [])],
+                 **{kind: [f for s in done.values() for f in s.figures.get(kind, [])] for kind in PER_CANDIDATE_FIGURES},
                  searches={name: (s.reduced.injections, float(s.manifest["livetime"]["zero_lag_seconds"]))
                            for name, s in done.items() if s.reduced.injections is not None})
     write_table(candidates, stage.dir() / "candidates.parquet")

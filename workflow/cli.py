@@ -1,8 +1,10 @@
 """The ``gwbatch`` command line (also ``python -m gwbatch``).
 
     gwbatch simulate --ifos H1,L1,V1 --duration 1024 --sample-rate 2048 --seed 1 --out data/sim.zarr
+    gwbatch simulate pulses --store data/obs.zarr --out data/obs-pulses.zarr --count 20 --dm 100,250 --snr 10 --width 0.001,0.004 --seed 1
     gwbatch ingest gwosc H-H1_LOSC_4_V2-1126259446-32.hdf5 L-L1_LOSC_4_V2-1126259446-32.hdf5 --out data/gw150914.zarr
     gwbatch ingest sigproc pulsar.tim --out data/pulsar.zarr
+    gwbatch ingest filterbank obs_*.fil --out data/obs.zarr
     gwbatch ingest frames 'frames/*.gwf' --channel H1:GDS-CALIB_STRAIN --channel L1:GDS-CALIB_STRAIN --sample-rate 4096 --out data/o3.zarr
     gwbatch info data/sim.zarr
     gwbatch seal data/sim.zarr
@@ -88,6 +90,7 @@ def cmd_simulate(args) -> int:
     from gwbatch.simulate import simulate_store
     from gwbatch.simulate.injections import InjectionSpec
 
+    _require_noise_options(args)
     spec = None
     if args.injections:
         spec = InjectionSpec(
@@ -146,6 +149,39 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _require_noise_options(args) -> None:
+    """``simulate`` (noise) needs the options that ``simulate pulses`` does not take."""
+    missing = [flag for flag, value in (("--ifos", args.ifos), ("--duration", args.duration),
+                                        ("--sample-rate", args.sample_rate), ("--seed", args.seed),
+                                        ("--out", args.out)) if value is None]
+    if missing:
+        raise ConfigError(f"simulate needs {', '.join(missing)} (or 'gwbatch simulate pulses --store IN --out OUT ...' "
+                          "to inject radio pulses into a filterbank store)")
+
+
+def cmd_simulate_pulses(args) -> int:
+    from gwbatch.io.store import read_injections
+    from gwbatch.radio.inject import simulate_pulses_store
+
+    scatter = (0.0, 1000.0)
+    if args.scatter is not None:
+        scatter = _floats(args.scatter, "--scatter")
+        if len(scatter) != 2:
+            raise ConfigError(f"--scatter expects TAU,FREF (s, MHz), got {args.scatter!r}")
+    path = simulate_pulses_store(
+        args.store, args.out, count=args.count, dm=_pair(args.dm, "--dm"), snr=_pair(args.snr, "--snr"),
+        width=_pair(args.width, "--width"), seed=args.seed, spacing=args.spacing, scatter=scatter[0],
+        scatter_frequency=scatter[1], spectral_index=_pair(args.spectral_index, "--spectral-index"),
+        trial_baseline=args.baseline, overwrite=args.overwrite,
+    )
+    table = read_injections(path)
+    print(f"injected {len(table)} pulses: DM {table['dm'].min():.4g} to {table['dm'].max():.4g}, optimal S/N "
+          f"{table['snr'].min():.3g} to {table['snr'].max():.3g}, FWHM {table['width'].min() * 1e3:.3g} to "
+          f"{table['width'].max() * 1e3:.3g} ms (float32 spectra)")
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_ingest(args) -> int:
     if args.format != "frames" and (args.channel or args.sample_rate is not None or args.append
                                     or args.backend != "numpy"):
@@ -173,6 +209,12 @@ def cmd_ingest(args) -> int:
         from gwbatch.io.gwosc import ingest_gwosc
 
         path = ingest_gwosc(args.files, args.out, overwrite=args.overwrite)
+    elif args.format == "filterbank":
+        from gwbatch.io.spectra import ingest_filterbank
+        from gwbatch.io.store import describe, read_meta
+
+        path = ingest_filterbank(args.files, args.out, name=args.name, overwrite=args.overwrite)
+        print("\n".join(describe(read_meta(path)).splitlines()[1:5]))
     else:
         from gwbatch.io.sigproc import ingest_sigproc
 
@@ -372,11 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="write a store of design-PSD Gaussian noise with injections")
-    sim.add_argument("--ifos", required=True, help="comma-separated detectors, e.g. H1,L1,V1")
-    sim.add_argument("--duration", type=float, required=True, help="seconds")
-    sim.add_argument("--sample-rate", type=float, required=True, help="Hz")
-    sim.add_argument("--seed", type=int, required=True, help="random seed of the noise and the injections")
-    sim.add_argument("--out", type=Path, required=True, help="store path (a Zarr directory)")
+    sim.add_argument("--ifos", help="comma-separated detectors, e.g. H1,L1,V1")
+    sim.add_argument("--duration", type=float, help="seconds")
+    sim.add_argument("--sample-rate", type=float, help="Hz")
+    sim.add_argument("--seed", type=int, help="random seed of the noise and the injections")
+    sim.add_argument("--out", type=Path, help="store path (a Zarr directory)")
     sim.add_argument("--gps-start", default="1000000000", help="GPS time of the first sample (default 1000000000)")
     sim.add_argument("--injections", type=int, default=0, help="number of short transients to inject (default 0)")
     sim.add_argument("--injection-snr", default="8,40", help="per-detector optimal SNR range, log-uniform (default 8,40)")
@@ -412,11 +454,44 @@ def build_parser() -> argparse.ArgumentParser:
                      help="processes that make the data in parallel (the store is the same for any number)")
     sim.add_argument("--overwrite", action="store_true", help="replace an existing store")
     sim.set_defaults(func=cmd_simulate)
+    kinds = sim.add_subparsers(dest="simulation", metavar="{pulses}", required=False,
+                               help="pulses: inject radio pulses into a filterbank store (gwbatch simulate pulses -h)")
+    pulses = kinds.add_parser(
+        "pulses", parents=[_global_options(argparse.SUPPRESS)],
+        help="copy a filterbank store with dispersed, optionally scattered radio pulses added",
+        description="Copy a filterbank store (gwbatch ingest filterbank) with dispersed, optionally scattered "
+                    "Gaussian pulses added, each in one beam and scaled to its optimal dedispersed boxcar S/N in "
+                    "the noise around it (gwbatch.radio.inject), and list them in the copy's injection table. The "
+                    "copy keeps the grid, channels, DQ and provenance, but its spectra are float32: injected data "
+                    "are no longer at the recorded precision.")
+    pulses.add_argument("--store", type=Path, required=True, help="the filterbank store to inject into")
+    pulses.add_argument("--out", type=Path, required=True, help="the new store (a Zarr directory)")
+    pulses.add_argument("--count", type=int, required=True, help="number of pulses")
+    pulses.add_argument("--dm", required=True, metavar="MIN,MAX",
+                        help="DM range (pc cm^-3), uniform; every pulse's sweep must fit in the data")
+    pulses.add_argument("--snr", required=True, metavar="S or MIN,MAX",
+                        help="optimal S/N (best boxcar of the pulse dedispersed at its DM over the noise the radio "
+                             "search measures), fixed or uniform in a range")
+    pulses.add_argument("--width", required=True, metavar="MIN,MAX", help="Gaussian FWHM range (s), uniform")
+    pulses.add_argument("--seed", type=int, required=True, help="random seed of the pulses and their beams")
+    pulses.add_argument("--scatter", metavar="TAU,FREF",
+                        help="scattering time TAU (s) at FREF (MHz), scaling as f^-4 (default: none)")
+    pulses.add_argument("--spectral-index", default="0", metavar="A or MIN,MAX",
+                        help="fluence per channel in units of its noise, as (f / band centre)^A (default 0: flat)")
+    pulses.add_argument("--spacing", type=float, default=1.0,
+                        help="least seconds between two pulses' arrivals at the top of the band (default 1)")
+    pulses.add_argument("--baseline", type=float, default=2.0, metavar="SECONDS",
+                        help="window of a dedispersed trial's running baseline when the noise is measured: set it "
+                             "to the radio search's search.baseline, which the S/N depends on (default 2, the "
+                             "search's default)")
+    pulses.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    pulses.set_defaults(func=cmd_simulate_pulses)
 
     ing = sub.add_parser("ingest", help="convert GWF frames, gwpy or GWOSC HDF5, or SIGPROC files into a store")
-    ing.add_argument("format", choices=("frames", "gwosc", "sigproc"),
+    ing.add_argument("format", choices=("frames", "gwosc", "sigproc", "filterbank"),
                      help="frames: GWF frame files or gwpy HDF5 files of named channels (--channel); gwosc: GWOSC/LOSC "
-                          "HDF5 strain files; sigproc: one dedispersed SIGPROC .tim series")
+                          "HDF5 strain files; sigproc: one dedispersed SIGPROC .tim series; filterbank: radio "
+                          "SIGPROC .fil and PSRFITS search-mode files (one or many beams, in any order)")
     ing.add_argument("files", nargs="+",
                      help="input files; for frames also glob patterns (quoted) and LAL cache files")
     ing.add_argument("--out", type=Path, required=True, help="store path (a Zarr directory)")
@@ -430,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--no-progress", action="store_true", help="frames: no progress bars")
     ing.add_argument("--backend", choices=("numpy", "cupy"), default="numpy",
                      help="frames: run the resampling filter on the CPU (numpy) or the GPU (cupy); default numpy")
-    ing.add_argument("--name", help="series name for a SIGPROC series (default: from the telescope id)")
+    ing.add_argument("--name", help="series name for a SIGPROC series, or the beam of a one-beam filterbank store "
+                                     "(default: from the telescope id)")
     ing.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ing.add_argument("--append", action="store_true",
                      help="frames: extend the store --out (made by 'ingest frames') with later files of the same "

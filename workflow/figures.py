@@ -43,9 +43,11 @@ def top_figures(m: Member, reduced: Reduced, top: int = TOP_FIGURES) -> dict:
     """What the report draws beyond the tables: for each of the ``top`` most significant candidates the
     search's statistic around it (``series``), the Q transform of each detector's whitened data
     (``qscans``) and, for a burst candidate, the search's time-frequency pixels (``tfmaps``), all from one
-    read of the chunk that owns it, and its probability map (``skymaps``); and for the run, each detector's
+    read of the chunk that owns it, and its probability map (``skymaps``); for a radio candidate, its
+    dedispersed waterfall and profile (``waterfalls``) and its S/N over DM and time (``bowties``)
+    (:meth:`gwbatch.searches.base.Search.own_figures`); and for the run, each detector's
     analysed segments and vetoes (``segments``) and its trigger SNRs (``triggers``)."""
-    series, skymaps, qscans, tfmaps = [], [], [], []
+    series, skymaps, qscans, tfmaps, waterfalls, bowties = [], [], [], [], [], []
     t0, fs = GPSTime.parse(m.plan.t0), m.plan.sample_rate
     for _, row in reduced.candidates.head(top).iterrows():
         sample = time_to_index(t0, float(row["gps_time"]), fs)
@@ -60,12 +62,15 @@ def top_figures(m: Member, reduced: Reduced, top: int = TOP_FIGURES) -> dict:
                 series.append(found["series"])
                 qscans += [found["qscan"]] if found["qscan"]["scans"] else []
                 tfmaps += [found["tfmap"]] if found["tfmap"] is not None else []
+                waterfalls += [found["waterfall"]] if found.get("waterfall") else []
+                bowties += [found["bowtie"]] if found.get("bowtie") else []
         prob = reduced.skymaps.get(row.get("skymap")) if isinstance(row.get("skymap"), str) else None
         if prob is not None:
             skymaps.append({"label": str(row["search"]),
                             "gps_time": float(row["gps_time"]), "prob": prob,
                             "ra": float(row["ra"]), "dec": float(row["dec"])})
-    return {"series": series, "skymaps": skymaps, "qscans": qscans, "tfmaps": tfmaps,
+    return {"series": series, "skymaps": skymaps, "qscans": qscans, "tfmaps": tfmaps, "waterfalls": waterfalls,
+            "bowties": bowties,
             "segments": run_segments(m, reduced), "triggers": trigger_snrs(m, reduced)}
 
 
@@ -117,6 +122,10 @@ def candidate_figures(m: Member, spec, row: pd.Series, half_width: float = 1.0, 
     span = (centre - int(np.ceil(half_width * fs)), centre + int(np.ceil(half_width * fs)) + 1)
     curves, scans, pixels, timer, maps_timer = {}, {}, {}, StageTimer("numpy"), StageTimer("numpy")
     task = chunk_task(plan, m.meta, spec, "numpy")
+    own = search.own_figures(plan.settings, task, row)
+    if own is not None:  # a search of other data (radio spectra) draws its own views
+        return {"qscan": {"label": str(row["search"]), "gps_time": gps, "scans": {}, "stage_seconds": {}},
+                "tfmap": None, **own}
     for series in conditioned_series(task, timer):
         if not series.cond.valid.any():
             continue

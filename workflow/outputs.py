@@ -14,11 +14,15 @@ from gwbatch.io.psds import FILE as PSD_FILE
 from gwbatch.io.psds import write_psds
 from gwbatch.io.skymaps import write_skymap
 from gwbatch.io.tables import write_json, write_table
+from gwbatch.radio.candidates import write_heimdall_cands
 from gwbatch.report.html import write_report
 from workflow.manifest import failed_manifest
 from workflow.member import Member, RunSummary
 from workflow.reduce import Reduced, trigger_table
-from workflow.rundir import RunDirectory, output_errors
+from workflow.rundir import CAND_FILE, RunDirectory, output_errors
+
+#: Candidate columns of dispersed pulses (the radio search): such a table is also written as Heimdall ``.cand`` text.
+DISPERSED_COLUMNS = {"beam", "dm_index", "dm", "width", "sample", "snr", "members"}
 
 
 def commit_failed(run: RunDirectory, members: list[Member], cluster, reason: str | None = None) -> None:
@@ -63,6 +67,9 @@ def write_outputs(outdir: Path, reduced: Reduced, manifest: dict, figures: dict 
         psds=reduced.psds, **(figures or {}),
     )
     write_table(reduced.candidates, outdir / "candidates.parquet")
+    if DISPERSED_COLUMNS <= set(reduced.candidates.columns):  # dispersed pulses: also Heimdall's text format
+        write_heimdall_cands(reduced.candidates, outdir / CAND_FILE, 1.0 / float(manifest["store"]["sample_rate"]),
+                             multibeam=len(manifest["store"]["ifos"]) > 1, round_widths=True)
     write_json(manifest, outdir / "manifest.json")
 
 

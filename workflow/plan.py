@@ -183,7 +183,7 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     ifos = _ifos(campaign, meta)
     meta.dq_mask(campaign.data.dq_flags)  # unknown DQ flag names fail here, before any work
     span_start, span_stop = _span(campaign, meta)
-    settings = search.settings(campaign, fs, ifos)
+    settings = search.settings(campaign, fs, ifos, meta.layout)
     before, after = search.halo(settings)
     chunk = int(round(campaign.plan.chunk * fs))
     cond = campaign.conditioning

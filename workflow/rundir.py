@@ -65,8 +65,10 @@ MANIFEST = "manifest.json"
 STAGING = ".staging"
 JOURNAL = "COMMIT"
 #: The final set's files besides the manifest, and the skymaps directory.
+#: Heimdall's text format of the radio search's candidates (:func:`gwbatch.radio.candidates.write_heimdall_cands`).
+CAND_FILE = "candidates.cand"
 FINAL_FILES = ("candidates.parquet", "triggers.parquet", "background.parquet", "injections.parquet",
-               "gates.parquet", "psd.h5", "report.html")
+               "gates.parquet", "psd.h5", CAND_FILE, "report.html")
 #: Every name the run directory uses itself (a search member cannot be named so).
 OWN_NAMES = (MARKER, MEMBER_MARKER, LOCK, IDENTITY, CHUNKS, PARTS, BANKS, SKYMAPS, MANIFEST, STAGING, *FINAL_FILES)
 

@@ -7,6 +7,8 @@ column ``ra``) only detectors with SNR at least ``LOCATED_SNR`` count: their per
 the samples read at the best direction, and in a detector that holds little of the signal that
 sample is set by noise, up to the light travel time away.  (Their geocentric time is no better:
 on a two-detector ring the best direction's delay to the geocentre is uncertain by up to 21 ms.)
+Candidates of one detector each without per-detector columns (column ``ifo``, e.g. the radio
+search's beams) have their ``gps_time`` and ``snr`` in their own detector and none in the others.
 Of several
 matching candidates the one with the highest ranking statistic (``rank``, else ``snr``) is taken.  Injections arriving outside the analysed time of fewer than ``min_ifos``
 detectors are marked ``analysed = False`` (they could not be found) rather than silently dropped.
@@ -32,6 +34,17 @@ def in_segments(t: np.ndarray, segments: np.ndarray) -> np.ndarray:
     return ok
 
 
+def per_detector(candidates: pd.DataFrame, field: str, fallback: str | None, ifo: str) -> np.ndarray | None:
+    """The candidates' ``<field>_<ifo>`` column; for candidates of one detector each without it (an
+    ``ifo`` column), their ``fallback`` column in ``ifo`` and NaN elsewhere; else None."""
+    if f"{field}_{ifo}" in candidates:
+        return candidates[f"{field}_{ifo}"].to_numpy(dtype=np.float64)
+    if "ifo" in candidates and fallback in candidates:
+        own = candidates["ifo"].to_numpy(dtype=str) == ifo
+        return np.where(own, candidates[fallback].to_numpy(dtype=np.float64), np.nan)
+    return None
+
+
 def match_injections(
     injections: pd.DataFrame,
     candidates: pd.DataFrame,
@@ -54,7 +67,7 @@ def match_injections(
     found = np.zeros(n, dtype=bool)
     best = np.full(n, -1, dtype=np.int64)
     if len(candidates):
-        cand_times = {ifo: candidates[f"time_{ifo}"].to_numpy(dtype=np.float64) for ifo in ifos}
+        cand_times = {ifo: per_detector(candidates, "time", "gps_time", ifo) for ifo in ifos}
         if "ra" in candidates:  # sky-located: only detectors that hold the signal
             for ifo in ifos:
                 quiet = ~(candidates[f"snr_{ifo}"].to_numpy(dtype=np.float64) >= LOCATED_SNR)
@@ -77,9 +90,10 @@ def match_injections(
         values = candidates[col].to_numpy(dtype=np.float64)[take] if len(candidates) else np.zeros(n)
         out[f"found_{col}"] = np.where(found, values, np.nan)
     for ifo in ifos:
-        for field in ("time", "rho", "snr"):
-            if f"{field}_{ifo}" in candidates:
-                values = candidates[f"{field}_{ifo}"].to_numpy(dtype=np.float64)[take] if len(candidates) else np.zeros(n)
+        for field, fallback in (("time", "gps_time"), ("rho", None), ("snr", "snr")):
+            values = per_detector(candidates, field, fallback, ifo)
+            if values is not None:
+                values = values[take] if len(candidates) else np.zeros(n)
                 out[f"found_{field}_{ifo}"] = np.where(found, values, np.nan)
         out[f"injected_snr_{ifo}"] = inj[f"snr_{ifo}"].to_numpy(dtype=np.float64)
         out[f"dt_{ifo}"] = out[f"found_time_{ifo}"] - inj[f"time_{ifo}"].to_numpy(dtype=np.float64)

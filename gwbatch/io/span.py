@@ -17,7 +17,7 @@ import numpy as np
 
 from gwbatch.conditioning.mask import edge_zeros, zero_runs
 from gwbatch.io.segments import interval_mask
-from gwbatch.io.store import dq_sample_mask, read_dq, read_strain
+from gwbatch.io.store import dq_sample_mask, read_dq, read_spectra, read_strain
 
 
 @dataclass(frozen=True)
@@ -80,3 +80,31 @@ def read_span(store, ifos: Iterable[str], start: int, stop: int, *, dq_required:
         for i, ifo in enumerate(ifos):
             zeros[i] = zero_gap_mask(store, ifo, raw[i], zero_gap, start)
     return StrainSpan(start, raw, finite, science, zeros)
+
+
+@dataclass(frozen=True)
+class SpectraSpan:
+    """Samples ``[start, start + n)`` of one beam of a filterbank store: float32 ``(channel, n)`` spectra
+    and which samples are data (every channel finite, the DQ's required bits set, in the science
+    segments).  Exact zeros are data here: integer spectra hold them in normal noise."""
+
+    start: int
+    spectra: np.ndarray
+    finite: np.ndarray  # bool (n,)
+    science: np.ndarray  # bool (n,)
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.finite & self.science
+
+
+def read_spectra_span(store, beam: str, start: int, stop: int, *, dq_required: int,
+                      excluded: dict[str, np.ndarray] | None = None) -> SpectraSpan:
+    """Samples ``[start, stop)`` of ``beam`` from a filterbank store (as :func:`read_span` reads
+    strain: chunks checked, samples outside the store NaN and masked)."""
+    spectra = read_spectra(store, beam, start, stop)
+    finite = np.isfinite(spectra).all(axis=0)
+    science = dq_sample_mask(read_dq(store, [beam])[0], dq_required, start, stop, store.sample_rate)
+    if excluded and beam in excluded and len(excluded[beam]):
+        science &= ~interval_mask(excluded[beam], start, stop)
+    return SpectraSpan(start, spectra, finite, science)

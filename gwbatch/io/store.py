@@ -13,6 +13,15 @@ Layout::
                                 samples (:class:`NativeTail`), so ``ingest frames --append``
                                 can extend the store exactly
 
+A filterbank store (format :data:`FILTERBANK_FORMAT`, from ``gwbatch ingest filterbank``) has the
+same layout, attributes and contract with radio spectra in place of strain::
+
+    spectra  (beam, channel, time)  at the recorded precision (uint8 for 1-8 bit samples, uint16,
+                                    float32), chunked (1, channels, C); never-written chunks are gaps
+
+and the ``frequencies`` attribute (channel centres, MHz, in channel order); ``ifos`` names its
+beams.  :class:`SampleLayout` is the difference between the two, and nothing else is.
+
 Attributes: ``format`` (:data:`STORE_FORMAT`), ``sample_rate`` (Hz), ``t0`` (exact GPS, decimal
 string), ``ifos``, ``dq_bits`` (names of the mask bits, bit 0 first), ``provenance``.  There is no
 time coordinate: times follow from ``t0`` and ``sample_rate`` (a float64 coordinate for a day at
@@ -63,6 +72,10 @@ from gwbatch.gpstime import GPSTime, check_gps_range, sample_times
 STORE_FORMAT = "gwbatch-strain/2"
 #: Formats :func:`seal` upgrades (format 1: the same layout without the ``checksum`` table).
 OLD_FORMATS = ("gwbatch-strain/1",)
+#: The format of a filterbank store: radio spectra ``(beam, channel, time)`` at their recorded precision.
+FILTERBANK_FORMAT = "gwbatch-filterbank/1"
+#: Sample types a filterbank store keeps (1, 2, 4 and 8-bit samples are kept as uint8).
+SPECTRA_DTYPES = ("uint8", "uint16", "float32")
 #: GWOSC ``quality/simple/DQmask`` bits, bit 0 first (127 = all pass).
 DQ_BITS = ("DATA", "CBC_CAT1", "CBC_CAT2", "CBC_CAT3", "BURST_CAT1", "BURST_CAT2", "BURST_CAT3")
 DEFAULT_CHUNK_SAMPLES = 1 << 20
@@ -83,6 +96,69 @@ _OWNER = ".gwbatch-writer.json"
 #: A partial directory without an owner file (from gwbatch before format 2) is removed once its
 #: PID is gone here and it is older than this (s).
 _LEGACY_PARTIAL_AGE = 60.0
+
+
+@dataclass(frozen=True)
+class SampleLayout:
+    """What a store's sample array is: strain ``(ifo, time)`` float32 (no ``frequencies``), or radio
+    spectra ``(beam, channel, time)`` of ``dtype`` with one channel per entry of ``frequencies`` (MHz)."""
+
+    dtype: str = "float32"
+    frequencies: tuple[float, ...] = ()
+
+    @property
+    def spectra(self) -> bool:
+        return bool(self.frequencies)
+
+    @property
+    def format(self) -> str:
+        return FILTERBANK_FORMAT if self.spectra else STORE_FORMAT
+
+    @property
+    def array(self) -> str:
+        """The sample array's name in the group."""
+        return "spectra" if self.spectra else "strain"
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return ("beam", "channel", "time") if self.spectra else ("ifo", "time")
+
+    @property
+    def n_channels(self) -> int:
+        return len(self.frequencies)
+
+    @property
+    def fill_value(self):
+        """What a never-written chunk holds in the array: NaN, or 0 for integer spectra (gaps are known
+        from the checksum table and the DQ, never from the value)."""
+        return np.nan if self.dtype == "float32" else 0
+
+    def shape(self, n_rows: int, n_samples: int) -> tuple[int, ...]:
+        return (n_rows, self.n_channels, n_samples) if self.spectra else (n_rows, n_samples)
+
+    def chunks(self, chunk_samples: int) -> tuple[int, ...]:
+        return (1, self.n_channels, chunk_samples) if self.spectra else (1, chunk_samples)
+
+    def chunk_file(self, root: Path, row: int, index: int) -> Path:
+        """The file of chunk ``index`` of row ``row`` (Zarr v3 default keys, separator '/')."""
+        return root / self.array / "c" / str(row) / ("0" if self.spectra else "") / str(index)
+
+    def row_directory(self, root: Path, row: int) -> Path:
+        return self.chunk_file(root, row, 0).parent
+
+    def decode(self, data: bytes, chunk_samples: int) -> np.ndarray:
+        """A chunk file's samples (zstd, then little-endian ``dtype``): ``(chunk_samples,)`` of strain or
+        ``(channels, chunk_samples)`` of spectra; ValueError if the size is not that."""
+        raw = numcodecs.Zstd().decode(data)
+        x = np.frombuffer(raw, dtype=np.dtype(self.dtype).newbyteorder("<"))
+        expected = chunk_samples * max(1, self.n_channels)
+        if x.size != expected:
+            raise ValueError(f"it decodes to {x.size} values, not {expected}")
+        return x.reshape(self.n_channels, chunk_samples) if self.spectra else x
+
+
+#: The strain store's layout.
+STRAIN = SampleLayout()
 
 
 class _Grid:
@@ -136,6 +212,7 @@ class StoreMeta(_Grid):
     provenance: dict = field(default_factory=dict)
     has_injections: bool = False
     checksums: np.ndarray | None = field(default=None, compare=False, repr=False)
+    layout: SampleLayout = STRAIN
 
     @property
     def end(self) -> float:
@@ -155,7 +232,7 @@ class StoreMeta(_Grid):
         chunks = self.chunk_range(start, stop)
         first = chunks.start if len(chunks) else 0
         return StoreSlice(self.path, self.ifos, self.sample_rate, str(self.t0), self.n_samples, self.chunk_samples,
-                          first, np.ascontiguousarray(self.checksums[:, first:first + len(chunks)]))
+                          first, np.ascontiguousarray(self.checksums[:, first:first + len(chunks)]), self.layout)
 
     def dq_mask(self, names: Iterable[str]) -> int:
         """Bit mask for DQ flag names; unknown names are refused with the allowed list."""
@@ -182,6 +259,7 @@ class StoreSlice(_Grid):
     chunk_samples: int
     first: int
     checksums: np.ndarray = field(compare=False, repr=False)
+    layout: SampleLayout = STRAIN
 
     def checksum(self, row: int, index: int) -> int:
         k = index - self.first
@@ -210,15 +288,17 @@ def chunk_digest(row: int, index: int, data: bytes) -> int:
 
 
 def _attributes_digest(ifos, sample_rate: float, t0: GPSTime, dq_bits, n_samples: int, chunk_samples: int,
-                       dq_sha256: str | None) -> str:
+                       dq_sha256: str | None, layout: SampleLayout = STRAIN) -> str:
     """SHA-256 of what gives the strain its meaning (format, detectors, rate, t0, DQ bit names,
     shape) and of the data-quality array's content: sealed with the checksum table, so an attribute
     or a DQ value edited afterwards is seen.  ``dq_sha256`` None: the digest of stores sealed before
     the DQ array was (recognised, to ask for a new seal)."""
-    fields = {"format": STORE_FORMAT, "ifos": list(ifos), "sample_rate": float(sample_rate), "t0": str(t0),
+    fields = {"format": layout.format, "ifos": list(ifos), "sample_rate": float(sample_rate), "t0": str(t0),
               "dq_bits": list(dq_bits), "n_samples": int(n_samples), "chunk_samples": int(chunk_samples)}
     if dq_sha256 is not None:
         fields["dq_sha256"] = dq_sha256
+    if layout.spectra:
+        fields.update(dtype=layout.dtype, frequencies=[float(f) for f in layout.frequencies])
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
@@ -230,28 +310,15 @@ def _dq_sha256(values: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _chunk_file(root: Path, row: int, index: int) -> Path:
-    return root / "strain" / "c" / str(row) / str(index)
-
-
-def _decode_chunk(data: bytes, chunk_samples: int) -> np.ndarray:
-    """A strain chunk file's samples (zstd, then little-endian float32); ValueError if not ``chunk_samples``."""
-    raw = numcodecs.Zstd().decode(data)
-    x = np.frombuffer(raw, dtype="<f4")
-    if x.size != chunk_samples:
-        raise ValueError(f"it decodes to {x.size} samples, not {chunk_samples}")
-    return x
-
-
 def _checksum_table(root: Path, n_ifo: int, n_chunks: int, chunk_samples: int, *, decode: bool,
-                    carried: np.ndarray | None = None) -> np.ndarray:
+                    carried: np.ndarray | None = None, layout: SampleLayout = STRAIN) -> np.ndarray:
     """The ``(n_ifo, n_chunks)`` digest table of the strain chunk files under ``root`` (0 where
     there is none); with ``decode``, each chunk is also decoded and a damaged one refused.
     ``carried``: digests already known of files linked from another store (nonzero entries), taken
     as they are while the file is still shared (more than one link) rather than read again."""
     table = np.zeros((n_ifo, n_chunks), dtype=np.uint64)
     for row in range(n_ifo):
-        directory = root / "strain" / "c" / str(row)
+        directory = layout.row_directory(root, row)
         if not directory.is_dir():
             continue
         for entry in os.scandir(directory):
@@ -266,10 +333,10 @@ def _checksum_table(root: Path, n_ifo: int, n_chunks: int, chunk_samples: int, *
             data = Path(entry.path).read_bytes()
             if decode:
                 try:
-                    _decode_chunk(data, chunk_samples)
+                    layout.decode(data, chunk_samples)
                 except Exception as exc:
                     raise DataError(
-                        f"store {root}: strain chunk file strain/c/{row}/{index} cannot be decoded "
+                        f"store {root}: {layout.array} chunk file {layout.chunk_file(Path(), row, index)} cannot be decoded "
                         f"({type(exc).__name__}: {exc}); restore it or re-ingest the store before sealing"
                     ) from exc
             table[row, index] = chunk_digest(row, index, data)
@@ -414,8 +481,10 @@ class StoreWriter:
         provenance: dict | None = None,
         overwrite: bool = False,
         resume_key: str | None = None,
+        layout: SampleLayout = STRAIN,
     ) -> None:
         self.path = Path(path)
+        self.layout = _check_layout(layout, f"store {path}")
         self.ifos = tuple(ifos)
         if not self.ifos or not all(isinstance(i, str) and i for i in self.ifos):
             raise DataError(f"a store needs at least one detector/series name, got {list(self.ifos)}")
@@ -470,12 +539,15 @@ class StoreWriter:
         try:
             group = zarr.open_group(self._tmp, mode="r+", zarr_format=3, use_consolidated=False)
             attrs = dict(group.attrs)
-            strain, dq = group["strain"], group["dq"]
+            strain, dq = group[self.layout.array], group["dq"]
         except Exception:
             return False
         same = (attrs.get("sample_rate") == self.sample_rate and attrs.get("t0") == str(self.t0)
                 and attrs.get("ifos") == list(self.ifos) and attrs.get("dq_bits") == list(self.dq_bits)
-                and strain.shape == (len(self.ifos), self.n_samples) and strain.chunks == (1, self.chunk_samples))
+                and attrs.get("format") == self.layout.format and strain.dtype == np.dtype(self.layout.dtype)
+                and attrs.get("frequencies", []) == list(self.layout.frequencies)
+                and strain.shape == self.layout.shape(len(self.ifos), self.n_samples)
+                and strain.chunks == self.layout.chunks(self.chunk_samples))
         if not same:
             return False
         (self._tmp / _OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
@@ -491,7 +563,7 @@ class StoreWriter:
     @property
     def strain_path(self) -> str:
         """The strain array of the partial store: worker processes write whole chunks of it."""
-        return str(self._tmp / "strain")
+        return str(self._tmp / self.layout.array)
 
     def set_provenance(self, provenance: dict) -> None:
         self._group.attrs["provenance"] = provenance
@@ -501,9 +573,11 @@ class StoreWriter:
         (self._tmp / _OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
         n_sec = int(np.ceil(self.n_samples / self.sample_rate))
         self._group = zarr.open_group(self._tmp, mode="a", zarr_format=3)
+        layout = self.layout
         self._strain = self._group.create_array(
-            "strain", shape=(len(self.ifos), self.n_samples), chunks=(1, self.chunk_samples), dtype="float32",
-            fill_value=np.nan, dimension_names=("ifo", "time"), compressors=STRAIN_COMPRESSOR,
+            layout.array, shape=layout.shape(len(self.ifos), self.n_samples), chunks=layout.chunks(self.chunk_samples),
+            dtype=layout.dtype, fill_value=layout.fill_value, dimension_names=layout.dimensions,
+            compressors=STRAIN_COMPRESSOR,
         )
         self._dq = self._group.create_array(
             "dq", shape=(len(self.ifos), n_sec), chunks=(len(self.ifos), max(1, min(n_sec, 86400))),
@@ -513,22 +587,39 @@ class StoreWriter:
         names[:] = np.array(self.ifos)
         self._group.attrs.update(
             {
-                "format": STORE_FORMAT,
+                "format": layout.format,
                 "sample_rate": self.sample_rate,
                 "t0": str(self.t0),
                 "ifos": list(self.ifos),
                 "dq_bits": list(self.dq_bits),
                 "provenance": provenance or {},
+                **({"frequencies": [float(f) for f in layout.frequencies]} if layout.spectra else {}),
             }
         )
 
     def write_strain(self, ifo: str, start: int, values: np.ndarray) -> None:
         """Write ``values`` (cast to float32) at sample ``start`` of detector ``ifo``."""
+        if self.layout.spectra:
+            raise TypeError("a filterbank store is written with write_spectra")
         i = self.ifos.index(ifo)
         values = np.asarray(values, dtype=np.float32)
         if start < 0 or start + values.size > self.n_samples:
             raise DataError(f"strain write [{start}, {start + values.size}) outside [0, {self.n_samples})")
         self._strain[i, start : start + values.size] = values
+
+    def write_spectra(self, beam: str, start: int, values: np.ndarray) -> None:
+        """Write spectra ``values`` ``(channels, n)`` at sample ``start`` of beam ``beam``; their dtype must be
+        the store's (the recorded precision is kept, never converted)."""
+        layout = self.layout
+        if not layout.spectra:
+            raise TypeError("a strain store is written with write_strain")
+        values = np.asarray(values)
+        if values.dtype != np.dtype(layout.dtype) or values.ndim != 2 or values.shape[0] != layout.n_channels:
+            raise DataError(f"spectra of {values.dtype} {values.shape} cannot be written to a store of {layout.dtype} "
+                            f"({layout.n_channels}, time)")
+        if start < 0 or start + values.shape[1] > self.n_samples:
+            raise DataError(f"spectra write [{start}, {start + values.shape[1]}) outside [0, {self.n_samples})")
+        self._strain[self.ifos.index(beam), :, start : start + values.shape[1]] = values
 
     def write_dq(self, ifo: str, first_second: int, values: np.ndarray) -> None:
         """Write DQ bit masks for seconds ``first_second, first_second + 1, ...``."""
@@ -559,8 +650,8 @@ class StoreWriter:
         index)`` pairs the caller writes anew) into the partial store, and carry its digest to
         :meth:`commit`.  No sample is copied; ``base`` is left as it is (a chunk written later is
         unlinked first, :func:`write_partial_strain`).  Returns the number of chunks carried."""
-        if (base.ifos, base.sample_rate, base.t0, base.chunk_samples) != (self.ifos, self.sample_rate, self.t0,
-                                                                          self.chunk_samples) \
+        if (base.ifos, base.sample_rate, base.t0, base.chunk_samples, base.layout) != (
+                self.ifos, self.sample_rate, self.t0, self.chunk_samples, self.layout) \
                 or base.n_samples > self.n_samples:
             raise DataError(f"store {base.path} cannot be extended to {self.path}: its detectors, rate, start or "
                             f"chunk length differ, or it is longer")
@@ -569,10 +660,10 @@ class StoreWriter:
             for index in np.flatnonzero(base.checksums[row]):
                 if (row, int(index)) in rewrite:
                     continue
-                target = _chunk_file(self._tmp, row, int(index))
+                target = self.layout.chunk_file(self._tmp, row, int(index))
                 if not target.exists():
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    os.link(_chunk_file(base.path, row, int(index)), target)
+                    os.link(self.layout.chunk_file(base.path, row, int(index)), target)
                 self._carried[row, index] = base.checksums[row, index]
                 carried += 1
         return carried
@@ -591,10 +682,10 @@ class StoreWriter:
         metadata and move it into place."""
         n_chunks = -(-self.n_samples // self.chunk_samples)
         table = _checksum_table(self._tmp, len(self.ifos), n_chunks, self.chunk_samples, decode=False,
-                                carried=self._carried)
+                                carried=self._carried, layout=self.layout)
         _write_seal(self._group, table, _attributes_digest(self.ifos, self.sample_rate, self.t0, self.dq_bits,
                                                            self.n_samples, self.chunk_samples,
-                                                           _dq_sha256(self._group["dq"][...])))
+                                                           _dq_sha256(self._group["dq"][...]), self.layout))
         (self._tmp / _OWNER).unlink(missing_ok=True)
         _consolidate(self._tmp)
         old = None
@@ -743,8 +834,38 @@ def _check_format(path: Path, attrs: dict, sealing: bool) -> None:
     if fmt in OLD_FORMATS and not sealing:
         raise DataError(f"store {path} is in format {fmt} (no per-chunk checksums); run 'gwbatch seal {path}' "
                         f"to add them (format {STORE_FORMAT}), or re-ingest/re-simulate it")
-    if fmt != STORE_FORMAT and fmt not in OLD_FORMATS:
-        raise DataError(f"{path} is not a gwbatch strain store (format attribute {_short(fmt)}, expected {STORE_FORMAT!r})")
+    if fmt not in (STORE_FORMAT, FILTERBANK_FORMAT) and fmt not in OLD_FORMATS:
+        raise DataError(f"{path} is not a gwbatch strain store (format attribute {_short(fmt)}, expected "
+                        f"{STORE_FORMAT!r} or {FILTERBANK_FORMAT!r})")
+
+
+def _check_layout(layout: SampleLayout, what: str) -> SampleLayout:
+    """``layout`` if it is one a store may have: float32 strain, or spectra of a :data:`SPECTRA_DTYPES`
+    type over distinct, positive, finite channel frequencies (MHz)."""
+    if not layout.spectra:
+        if layout.dtype != "float32":
+            raise DataError(f"{what}: strain is float32, not {layout.dtype}")
+        return layout
+    if layout.dtype not in SPECTRA_DTYPES:
+        raise DataError(f"{what}: spectra of data type {layout.dtype}; expected one of {', '.join(SPECTRA_DTYPES)}")
+    freqs = np.asarray(layout.frequencies, dtype=np.float64)
+    if not (np.all(np.isfinite(freqs)) and np.all(freqs > 0) and np.unique(freqs).size == freqs.size):
+        raise DataError(f"{what}: channel frequencies {_short(layout.frequencies)} MHz; expected distinct finite "
+                        "positive values")
+    return layout
+
+
+def _layout_of(path: Path, attrs: dict, arr: zarr.Array) -> SampleLayout:
+    """The layout a store's ``format`` and ``frequencies`` attributes declare, its sample dtype taken from
+    its array (checked by :func:`_check_samples`)."""
+    if attrs.get("format") != FILTERBANK_FORMAT:
+        return STRAIN
+    freqs = attrs.get("frequencies")
+    if not (isinstance(freqs, list) and freqs and all(isinstance(f, (int, float)) and not isinstance(f, bool)
+                                                        for f in freqs)):
+        raise DataError(f"store {path}: attribute 'frequencies' is {_short(freqs)}; expected the channel frequencies "
+                        "in MHz, one number per channel")
+    return _check_layout(SampleLayout(str(arr.dtype), tuple(float(f) for f in freqs)), f"store {path}")
 
 
 def _check_ifos(path: Path, attrs: dict) -> tuple[str, ...]:
@@ -756,31 +877,37 @@ def _check_ifos(path: Path, attrs: dict) -> tuple[str, ...]:
     return tuple(ifos)
 
 
-def _check_strain(path: Path, arr: zarr.Array, n_ifo: int) -> tuple[int, int]:
-    """``(n_samples, chunk_samples)`` of a strain array that keeps the contract."""
-    what = f"store {path}: array 'strain'"
-    if arr.dtype != np.dtype("float32"):
-        raise DataError(f"{what} has data type {arr.dtype}; expected float32 (re-ingest or re-simulate the store)")
-    if arr.ndim != 2 or arr.shape[1] < 1:
-        raise DataError(f"{what} has shape {arr.shape}; expected 2-D (ifo, time) with at least one sample")
+def _check_samples(path: Path, arr: zarr.Array, n_ifo: int, layout: SampleLayout) -> tuple[int, int]:
+    """``(n_samples, chunk_samples)`` of a strain or spectra array that keeps the contract."""
+    what = f"store {path}: array {layout.array!r}"
+    if layout.spectra and str(arr.dtype) not in SPECTRA_DTYPES or not layout.spectra and arr.dtype != np.float32:
+        allowed = ", ".join(SPECTRA_DTYPES) if layout.spectra else "float32"
+        raise DataError(f"{what} has data type {arr.dtype}; expected {allowed} (re-ingest or re-simulate the store)")
+    dims = layout.dimensions
+    if arr.ndim != len(dims) or arr.shape[-1] < 1:
+        raise DataError(f"{what} has shape {arr.shape}; expected {len(dims)}-D {dims} with at least one sample")
     if arr.shape[0] != n_ifo:
-        raise DataError(f"{what} has {arr.shape[0]} detector rows; attribute 'ifos' names {n_ifo}")
+        raise DataError(f"{what} has {arr.shape[0]} {'beam' if layout.spectra else 'detector'} rows; "
+                        f"attribute 'ifos' names {n_ifo}")
+    if layout.spectra and arr.shape[1] != layout.n_channels:
+        raise DataError(f"{what} has {arr.shape[1]} channels; attribute 'frequencies' names {layout.n_channels}")
     meta = arr.metadata
-    if getattr(meta, "dimension_names", None) != ("ifo", "time"):
+    if getattr(meta, "dimension_names", None) != dims:
         raise DataError(f"{what} has dimension names {_short(getattr(meta, 'dimension_names', None))}; "
-                        "expected ('ifo', 'time')")
-    if arr.shards is not None or len(arr.chunks) != 2 or arr.chunks[0] != 1 or arr.chunks[1] < 1:
+                        f"expected {dims}")
+    if arr.shards is not None or arr.chunks[:-1] != layout.chunks(1)[:-1] or arr.chunks[-1] < 1:
         raise DataError(f"{what} has chunk grid {arr.chunks}{' (sharded)' if arr.shards else ''}; "
-                        "expected (1, C) with C >= 1, unsharded")
+                        f"expected ({', '.join(map(str, layout.chunks(1)[:-1]))}, C) with C >= 1, unsharded")
     codecs = tuple(meta.codecs)
     if not (len(codecs) == 2 and isinstance(codecs[0], zarr.codecs.BytesCodec)
-            and getattr(codecs[0].endian, "value", None) == "little" and isinstance(codecs[1], zarr.codecs.ZstdCodec)):
+            and (getattr(codecs[0].endian, "value", None) == "little" or arr.dtype.itemsize == 1)
+            and isinstance(codecs[1], zarr.codecs.ZstdCodec)):
         raise DataError(f"{what} has codecs {_short([type(c).__name__ for c in codecs])}; expected bytes "
                         "(little-endian) then zstd")
     enc = meta.chunk_key_encoding
     if type(enc).__name__ != "DefaultChunkKeyEncoding" or getattr(enc, "separator", None) != "/":
         raise DataError(f"{what} has chunk key encoding {_short(enc)}; expected the default, separator '/'")
-    return int(arr.shape[1]), int(arr.chunks[1])
+    return int(arr.shape[-1]), int(arr.chunks[-1])
 
 
 def _check_ifo_array(path: Path, group: zarr.Group, ifos: tuple[str, ...]) -> None:
@@ -844,8 +971,10 @@ def _contract(path: Path, group: zarr.Group, sealing: bool = False) -> StoreMeta
     attrs = group.attrs.asdict()
     _check_format(path, attrs, sealing)
     ifos = _check_ifos(path, attrs)
-    strain = _array(path, group, "strain", "re-ingest or re-simulate the store")
-    n_samples, chunk = _check_strain(path, strain, len(ifos))
+    name = "spectra" if attrs.get("format") == FILTERBANK_FORMAT else "strain"
+    strain = _array(path, group, name, "re-ingest or re-simulate the store")
+    layout = _layout_of(path, attrs, strain)
+    n_samples, chunk = _check_samples(path, strain, len(ifos), layout)
     _check_ifo_array(path, group, ifos)
     rate = _check_sample_rate(attrs.get("sample_rate"), f"store {path}: attribute 'sample_rate'")
     _check_duration(n_samples, rate, f"store {path}")
@@ -859,11 +988,11 @@ def _contract(path: Path, group: zarr.Group, sealing: bool = False) -> StoreMeta
     if not sealing:
         dq = _dq_sha256(_values(path, _array(path, group, "dq", "re-ingest the store"), "dq"))
         checksums = _check_checksums(path, group, len(ifos), -(-n_samples // chunk),
-                                     _attributes_digest(ifos, rate, t0, dq_bits, n_samples, chunk, dq),
-                                     _attributes_digest(ifos, rate, t0, dq_bits, n_samples, chunk, None))
+                                     _attributes_digest(ifos, rate, t0, dq_bits, n_samples, chunk, dq, layout),
+                                     _attributes_digest(ifos, rate, t0, dq_bits, n_samples, chunk, None, layout))
     return StoreMeta(path=path, ifos=ifos, sample_rate=rate, t0=t0, n_samples=n_samples, chunk_samples=chunk,
                      dq_bits=dq_bits, provenance=dict(provenance), has_injections="injections" in group,
-                     checksums=checksums)
+                     checksums=checksums, layout=layout)
 
 
 def read_meta(path: str | os.PathLike) -> StoreMeta:
@@ -892,11 +1021,11 @@ def seal(path: str | os.PathLike) -> StoreMeta:
     path = Path(path)
     group = _open_group(path, mode="r+")
     meta = _contract(path, group, sealing=True)
-    table = _checksum_table(path, len(meta.ifos), meta.n_chunks, meta.chunk_samples, decode=True)
-    group.attrs["format"] = STORE_FORMAT
+    table = _checksum_table(path, len(meta.ifos), meta.n_chunks, meta.chunk_samples, decode=True, layout=meta.layout)
+    group.attrs["format"] = meta.layout.format
     dq = _dq_sha256(_values(path, _array(path, group, "dq", "re-ingest the store"), "dq"))
     _write_seal(group, table, _attributes_digest(meta.ifos, meta.sample_rate, meta.t0, meta.dq_bits,
-                                                 meta.n_samples, meta.chunk_samples, dq))
+                                                 meta.n_samples, meta.chunk_samples, dq, meta.layout))
     _consolidate(path)
     return read_meta(path)
 
@@ -910,7 +1039,8 @@ def store_identity(meta: StoreMeta) -> dict:
     group = _open_group(meta.path)
     dq = _dq_sha256(_values(meta.path, _array(meta.path, group, "dq", "re-ingest the store"), "dq"))
     return {
-        "format": STORE_FORMAT,
+        "format": meta.layout.format,
+        **({"dtype": meta.layout.dtype, "frequencies": list(meta.layout.frequencies)} if meta.layout.spectra else {}),
         "ifos": list(meta.ifos),
         "sample_rate": meta.sample_rate,
         "t0": str(meta.t0),
@@ -966,9 +1096,10 @@ def _as_meta(store) -> "StoreMeta | StoreSlice":
 def _chunk_error(meta: StoreMeta, row: int, index: int, problem: str) -> DataError:
     lo = index * meta.chunk_samples
     hi = min(lo + meta.chunk_samples, meta.n_samples)
+    layout = meta.layout
     return DataError(
-        f"store {meta.path}: strain chunk {index} of {meta.ifos[row]} (samples {lo}..{hi}, file "
-        f"strain/c/{row}/{index}) {problem}; restore the store from a copy or re-ingest it (if the change was "
+        f"store {meta.path}: {layout.array} chunk {index} of {meta.ifos[row]} (samples {lo}..{hi}, file "
+        f"{layout.chunk_file(Path(), row, index)}) {problem}; restore the store from a copy or re-ingest it (if the change was "
         f"deliberate, run 'gwbatch seal {meta.path}')"
     )
 
@@ -978,7 +1109,7 @@ def _verified_bytes(meta: StoreMeta, row: int, index: int) -> bytes | None:
     None for a chunk never written (no file, checksum 0)."""
     expected = meta.checksum(row, index)
     try:
-        data = _chunk_file(meta.path, row, index).read_bytes()
+        data = meta.layout.chunk_file(meta.path, row, index).read_bytes()
     except FileNotFoundError:
         data = None
     except OSError as exc:
@@ -996,7 +1127,8 @@ def _verified_bytes(meta: StoreMeta, row: int, index: int) -> bytes | None:
 
 
 def read_chunk(meta: StoreMeta, row: int, index: int) -> np.ndarray | None:
-    """Strain chunk ``index`` of detector row ``row`` as float32 ``(chunk_samples,)``, or None
+    """Strain chunk ``index`` of detector row ``row`` as float32 ``(chunk_samples,)`` (spectra:
+    ``(channels, chunk_samples)`` of the store's dtype), or None
     when it was never written (a gap).  The file is checked against ``meta.checksums`` before it
     is decoded: a chunk edited, swapped, damaged, deleted or added after sealing is a
     :class:`DataError` naming the detector, chunk and samples."""
@@ -1004,7 +1136,7 @@ def read_chunk(meta: StoreMeta, row: int, index: int) -> np.ndarray | None:
     if data is None:
         return None
     try:
-        return _decode_chunk(data, meta.chunk_samples)
+        return meta.layout.decode(data, meta.chunk_samples)
     except Exception as exc:
         raise _chunk_error(meta, row, index, f"cannot be decoded ({type(exc).__name__}: {exc})") from exc
 
@@ -1032,6 +1164,9 @@ def read_strain(store: StoreMeta | StoreSlice | xr.Dataset | str | os.PathLike, 
     them like any gap.
     """
     meta = _as_meta(store)
+    if meta.layout.spectra:
+        raise DataError(f"store {meta.path} holds radio spectra (beam, channel, time), not strain: search it with "
+                        "search kind 'radio'")
     rows = meta.rows(ifos)
     out = np.full((len(rows), stop - start), np.nan, dtype=np.float32)
     c = meta.chunk_samples
@@ -1042,6 +1177,26 @@ def read_strain(store: StoreMeta | StoreSlice | xr.Dataset | str | os.PathLike, 
                 continue
             lo, hi = max(start, index * c), min(stop, (index + 1) * c, meta.n_samples)
             out[i, lo - start : hi - start] = chunk[lo - index * c : hi - index * c]
+    return out
+
+
+def read_spectra(store: StoreMeta | StoreSlice | str | os.PathLike, beam: str, start: int, stop: int) -> np.ndarray:
+    """Spectra of ``beam`` for samples ``[start, stop)`` as float32 ``(channels, time)``, every chunk touched
+    verified (:func:`read_chunk`); samples outside the store and in chunks never written are NaN
+    (no data), so callers mask them like any gap."""
+    meta = _as_meta(store)
+    if not meta.layout.spectra:
+        raise DataError(f"store {meta.path} holds strain, not radio spectra; a filterbank store comes from "
+                        "'gwbatch ingest filterbank'")
+    (row,) = meta.rows([beam])
+    out = np.full((meta.layout.n_channels, stop - start), np.nan, dtype=np.float32)
+    c = meta.chunk_samples
+    for index in meta.chunk_range(start, stop):
+        chunk = read_chunk(meta, row, index)
+        if chunk is None:
+            continue
+        lo, hi = max(start, index * c), min(stop, (index + 1) * c, meta.n_samples)
+        out[:, lo - start : hi - start] = chunk[:, lo - index * c : hi - index * c]
     return out
 
 
@@ -1101,10 +1256,12 @@ def describe(meta: StoreMeta) -> str:
     total = len(meta.ifos) * meta.n_chunks
     lines = [
         f"store       {meta.path}",
-        f"format      {STORE_FORMAT}: {written} of {total} strain chunks written ({meta.chunk_samples} samples each), "
-        "each checked against its checksum when read",
+        f"format      {meta.layout.format}: {written} of {total} {meta.layout.array} chunks written "
+        f"({meta.chunk_samples} samples each), each checked against its checksum when read",
         f"series      {', '.join(meta.ifos)}",
         f"sample rate {meta.sample_rate:g} Hz",
+        *([f"channels    {meta.layout.n_channels} x {meta.layout.dtype}, {meta.layout.frequencies[0]:g} to "
+           f"{meta.layout.frequencies[-1]:g} MHz"] if meta.layout.spectra else []),
         f"start (GPS) {meta.t0}",
         f"duration    {meta.duration:.6g} s ({meta.n_samples} samples)",
         f"dq bits     {', '.join(meta.dq_bits)}",

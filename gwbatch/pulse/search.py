@@ -110,13 +110,15 @@ def series_moments(cfg: PulseSettings, data, y, valid) -> tuple[float, float, in
     return robust_moments(y, valid, cfg.clip, cfg.clip_iterations)
 
 
-def raw_triggers(data, valid, cfg: PulseSettings, snr2_per_energy: float | None = None):
-    """Above-threshold boxcars of every round, before merging: host ``(start, width, snr, rho)`` and (μ, σ)."""
+def raw_triggers(data, valid, cfg: PulseSettings, snr2_per_energy: float | None = None,
+                 moments: tuple[float, float] | None = None):
+    """Above-threshold boxcars of every round, before merging: host ``(start, width, snr, rho)`` and (μ, σ).
+    ``moments``: the series' (μ, σ) when the caller knows them (normalised series), else measured."""
     xp = array_namespace(data, valid)
     plan = boxcar_plan(cfg.decimation)
     energy = cfg.series == "energy"
     y = detection_series(cfg.series, data)
-    mean, std, count = series_moments(cfg, data, y, valid)
+    mean, std, count = series_moments(cfg, data, y, valid) if moments is None else (*moments, y.size)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     if count < 2 or not std > 0:
         return (*empty, mean, std)

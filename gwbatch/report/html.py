@@ -5,7 +5,8 @@ zero-lag candidates (:mod:`.tables`: UTC, FAR and IFAR with bounds marked, injec
 candidate's skymap FITS and detail); for a campaign that runs several searches, one row per search
 with a link to its own report; the top candidates in detail (:mod:`.details`: time series, skymaps,
 Q transforms, burst time-frequency maps); the significance and injection figures (:mod:`.figures`);
-each detector's ASD, its analysed segments, vetoes and gates, and its trigger SNR histogram; the
+(for dispersed pulses, the candidates' dedispersed waterfalls and DM-time bow-ties, and every candidate
+over DM and time); each detector's ASD, its analysed segments, vetoes and gates, and its trigger SNR histogram; the
 chunks; the gates; the configuration and timing (:mod:`.summary`, with the GPU figure); the provenance;
 and the FAR convention.
 
@@ -76,7 +77,8 @@ def render_report(*, manifest: dict, candidates: pd.DataFrame, background: pd.Da
                   injections: pd.DataFrame | None, gates: pd.DataFrame, series: Sequence[dict] | None = None,
                   skymaps: Sequence[dict] | None = None, searches: dict | None = None, psds: dict | None = None,
                   segments: dict | None = None, triggers: dict | None = None,
-                  qscans: Sequence[dict] | None = None, tfmaps: Sequence[dict] | None = None) -> str:
+                  qscans: Sequence[dict] | None = None, tfmaps: Sequence[dict] | None = None,
+                  waterfalls: Sequence[dict] | None = None, bowties: Sequence[dict] | None = None) -> str:
     """The report as an HTML string (see the module docstring for its content).
 
     ``series``: one dict per top candidate, most significant first: ``label``, ``gps_time``, ``statistic``
@@ -92,18 +94,27 @@ def render_report(*, manifest: dict, candidates: pd.DataFrame, background: pd.Da
     ``gps_time`` and ``scans``, per detector a :class:`gwbatch.report.qtransform.QScan` with times from the
     candidate.  ``tfmaps``: per burst candidate ``label``, ``gps_time``, ``resolution`` (Hz), ``box``
     (time from the candidate and frequency extent: t0, t1, f0, f1) and ``maps``, per detector
-    ``(times, frequencies, energy (F, T))``.
+    ``(times, frequencies, energy (F, T))``.  ``waterfalls``: per dispersed-pulse candidate ``label``,
+    ``gps_time``, ``beam``, ``dm``, ``times`` (s from the candidate, bin centres), ``frequencies`` (MHz,
+    sub-band centres, any order), ``power`` (``(n_freq, n_time)``, the conditioned spectra shifted by the
+    candidate's DM delays and summed into bins) and ``profile``, ``(times, values)``: the dedispersed sum
+    over channels at full time resolution in units of its noise σ.  ``bowties``: per dispersed-pulse
+    candidate ``label``, ``gps_time``, ``beam``, ``times`` (s), ``dms`` (the DM trials around the
+    candidate's) and ``snr`` (``(n_dm, n_time)``, boxcar S/N at the candidate's width).  The candidates'
+    DM-time figures are drawn from the candidate table itself, when it has ``dm`` and ``width`` columns.
     """
     manifest = manifest or {}
     candidates, background = frame(candidates), frame(background)
     ifos = detectors(manifest, candidates, background)
-    anchors = detail_anchors(candidates, series, skymaps, qscans, tfmaps)
+    anchors = detail_anchors(candidates, series, skymaps, qscans, tfmaps, waterfalls, bowties)
     f_low, f_high = band(manifest)
+    rate = sample_rate(manifest)
     sections = [
-        candidates_section(candidates, ifos, injections, anchors),
+        candidates_section(candidates, ifos, injections, anchors, rate),
         members_section(manifest),
-        details_section(candidates, anchors, series, skymaps, qscans, tfmaps)
-        if len(candidates) or any(x is not None for x in (series, skymaps, qscans, tfmaps)) else "",
+        details_section(candidates, anchors, series, skymaps, qscans, tfmaps, waterfalls, bowties, rate)
+        if len(candidates) or any(x is not None for x in (series, skymaps, qscans, tfmaps, waterfalls, bowties))
+        else "",
         figures_section(manifest, candidates, background, injections, ifos, searches),
         section("Detector noise", guarded("Amplitude spectral density", fig_asd, psds, f_low, f_high),
                 "asd") if psds is not None or not manifest.get("members") else "",
@@ -127,8 +138,8 @@ def render_report(*, manifest: dict, candidates: pd.DataFrame, background: pd.Da
 def write_report(path, *, manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
                  injections: pd.DataFrame | None, gates: pd.DataFrame, **figures) -> pathlib.Path:
     """Write the self-contained campaign report to ``path`` atomically and return its path (``figures``:
-    ``series``, ``skymaps``, ``searches``, ``psds``, ``segments``, ``triggers``, ``qscans``, ``tfmaps``; see
-    :func:`render_report`)."""
+    ``series``, ``skymaps``, ``searches``, ``psds``, ``segments``, ``triggers``, ``qscans``, ``tfmaps``,
+    ``waterfalls``, ``bowties``; see :func:`render_report`)."""
     path = pathlib.Path(path)
     page = render_report(manifest=manifest, candidates=candidates, background=background,
                          injections=injections, gates=gates, **figures)
@@ -153,6 +164,15 @@ def band(manifest: dict) -> tuple[float, float | None]:
         return float(low) if not missing(low) else 10.0, float(high) if not missing(high) else None
     except (TypeError, ValueError):
         return 10.0, None
+
+
+def sample_rate(manifest: dict) -> float | None:
+    """The store's sample rate (Hz), None where the manifest does not say (a campaign of several searches)."""
+    try:
+        rate = float((manifest.get("store") or {}).get("sample_rate"))
+    except (TypeError, ValueError):
+        return None
+    return rate if rate > 0 and rate != float("inf") else None
 
 
 def _name(manifest: dict) -> str:

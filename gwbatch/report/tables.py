@@ -41,15 +41,20 @@ def members_section(manifest: dict) -> str:
 
 
 def candidates_section(candidates: pd.DataFrame, ifos: list[str], injections: pd.DataFrame | None = None,
-                       details: dict[int, str] | None = None) -> str:
+                       details: dict[int, str] | None = None, sample_rate: float | None = None) -> str:
     """The ``MAX_CANDIDATES`` most significant zero-lag candidates, in the columns the search has: each
     row links to its skymap (FITS, relative to the run directory) and to its detail on the page
-    (``details``: row position -> anchor), and says which injections it matches."""
+    (``details``: row position -> anchor), and says which injections it matches.  A dispersed pulse's
+    DM, boxcar width (in ms where ``sample_rate``, Hz, is known, else in samples), cluster size and RFI
+    flag (with its reason) are shown where the table has them."""
     n = len(candidates)
     if n == 0:
         return section("Candidates", note("No zero-lag candidates were found in this campaign."), "candidates")
     cols = [("member", "search", text), ("gps_time", "UTC", fmt_utc), ("gps_time", "GPS time", fmt_gps),
             ("ifos", "detectors", text), ("snr", "SNR", fmt_snr),
+            ("dm", "DM (pc/cm\u00b3)", fmt_dm),
+            ("width", "width (ms)" if sample_rate else "width (samples)", lambda v: fmt_width(v, sample_rate)),
+            ("members", "members", fmt_int), ("rfi", "RFI", None),
             ("rank", "rank", fmt_snr), ("null_snr", "null SNR", fmt_snr), ("chisq", "\u03c7\u00b2", fmt_snr),
             ("rho", "rho", fmt_snr), ("far", "FAR (Hz)", fmt_far), ("ifar_years", "IFAR (yr)", fmt_ifar),
             ("far_kind", "FAR is", text), ("far_exclusive", "FAR excl. (Hz)", fmt_far),
@@ -66,13 +71,14 @@ def candidates_section(candidates: pd.DataFrame, ifos: list[str], injections: pd
     rows = []
     for i, (_, row) in enumerate(top.iterrows()):
         cells = [str(i + 1), candidate_links(row, details.get(i))]
-        cells += [bounded(key, row, fmt(row[key])) for key, _, fmt in cols]
+        cells += [rfi_flag(row) if fmt is None else bounded(key, row, fmt(row[key])) for key, _, fmt in cols]
         if flagged:
             hardware = row.get("hw_injection")
             cells.append(injection_flag(matched.get(i, []), not missing(hardware) and bool(hardware)))
         rows.append(cells)
     header = ["#", "links"] + [c[1] for c in cols] + (["injection"] if flagged else [])
-    numeric = [True, False] + [key not in ("ifos", "member", "far_kind") for key, _, _ in cols] + [False] * flagged
+    text_columns = ("ifos", "member", "far_kind", "rfi")
+    numeric = [True, False] + [key not in text_columns for key, _, _ in cols] + [False] * flagged
     shown = f"the {len(top)} most significant are listed" if n > len(top) else "all are listed"
     intro = (f"<p>{n} zero-lag candidate{'s' if n != 1 else ''} in total; {shown} (most significant first). "
              "A FAR that is a bound (no background event as loud) is shown as &lt; FAR and &gt; IFAR.</p>")
@@ -98,6 +104,32 @@ def injection_flag(ids: list[str], hardware: bool) -> str:
     """The injection cell: the matching injections' ids and a hardware-injection mark (empty when none)."""
     parts = ([f"injection {', '.join(ids)}"] if ids else []) + (["hardware injection"] if hardware else [])
     return Raw(f'<span class="flag">{esc("; ".join(parts))}</span>') if parts else ""
+
+
+def fmt_dm(x) -> str:
+    return num(x, ".2f")
+
+
+def fmt_width(x, sample_rate: float | None = None) -> str:
+    """A boxcar width in samples: in ms where the sample rate (Hz) is known, else in samples."""
+    if missing(x):
+        return num(x)
+    return num(float(x) / float(sample_rate) * 1e3, ".3g") if sample_rate else fmt_int(x)
+
+
+def rfi_text(row: pd.Series) -> str:
+    """"RFI" and its reason (``rfi_reason``) where the candidate is flagged as RFI, else ""."""
+    value = row.get("rfi")
+    if missing(value) or not bool(value):
+        return ""
+    reason = row.get("rfi_reason")
+    return f"RFI ({reason})" if isinstance(reason, str) and reason.strip() else "RFI"
+
+
+def rfi_flag(row: pd.Series) -> str:
+    """The RFI cell: the flag and its reason, marked (empty when not flagged)."""
+    shown = rfi_text(row)
+    return Raw(f'<span class="flag">{esc(shown)}</span>') if shown else ""
 
 
 def candidate_links(row: pd.Series, anchor: str | None) -> str:

@@ -21,7 +21,8 @@ Its life in a campaign, on the host unless said otherwise:
 5. :meth:`Search.merge_triggers` and :meth:`Search.significance`: the chunks' results to the
    per-detector trigger tables, the candidates with FARs and the background, through the shared
    background module (:mod:`gwbatch.background`).
-6. :meth:`Search.statistic_series`: the search's statistic around a candidate, for the report.
+6. :meth:`Search.statistic_series` (or :meth:`Search.own_figures`): the search's statistic around a
+   candidate, for the report.
 """
 
 from __future__ import annotations
@@ -33,7 +34,16 @@ from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from gwbatch.errors import DataError
+from gwbatch.io.store import SampleLayout
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
+
+
+def require_strain(kind: str, layout: SampleLayout) -> None:
+    """Refuse radio spectra for a search of strain (or of a dedispersed series)."""
+    if layout.spectra:
+        raise DataError(f"search kind {kind!r} reads strain or a dedispersed series, and the store holds radio "
+                        f"spectra ({layout.n_channels} channels): use search kind 'radio'")
 
 
 @dataclass(frozen=True)
@@ -122,9 +132,10 @@ class Search(Protocol):
         what of the search's section the data's sample rate makes meaningless; the rules every
         campaign shares are :func:`gwbatch.config.physical_bounds`."""
 
-    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> Any:
+    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...], layout: SampleLayout) -> Any:
         """The search's frozen settings for data of ``ifos`` at ``sample_rate`` (which they keep, as
-        ``sample_rate`` and ``ifos``)."""
+        ``sample_rate`` and ``ifos``) laid out as ``layout`` (strain, or radio spectra with their
+        channel frequencies); a search refuses a layout it cannot read (:func:`require_strain`)."""
 
     def identity(self, section: dict) -> dict:
         """The campaign's search section (``model_dump(mode="json")``) as it decides a chunk's
@@ -170,3 +181,9 @@ class Search(Protocol):
         """For the report: the search's own time-frequency pixels of one detector's conditioned chunk
         within ``half_width`` s of read-span sample ``at`` (candidate ``row``), as ``(times from the
         candidate, frequencies, energy (F, T), (times, waveform))``; None for a search without them."""
+
+    def own_figures(self, settings, task: ChunkTask, row: pd.Series) -> dict | None:
+        """For the report: the figures of candidate ``row`` that a search of data other than strain draws
+        from its chunk ``task`` in place of the strain views (statistic series, Q transforms, pixels),
+        with at least ``series`` as :func:`workflow.figures.candidate_figures` gives it; None for a
+        search of strain."""

@@ -29,7 +29,8 @@ from gwbatch.conditioning import ConditioningSettings, filter_half_length
 from gwbatch.config.strict import Hertz, Snr, StrictModel
 from gwbatch.errors import ConfigError
 from gwbatch.gpstime import GPSTime, sample_times
-from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
+from gwbatch.io.store import SampleLayout
+from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction, require_strain
 from gwbatch.searches.common import ChunkRun
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
 
@@ -181,8 +182,9 @@ class BurstSearch:
     rank_column = "rank"
     modelled = False
 
-    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> BurstSearchSettings:
+    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...], layout: SampleLayout) -> BurstSearchSettings:
         """The search's settings; the lag step must be a multiple of the longest pixel step."""
+        require_strain(self.kind, layout)
         network = NetworkSettings.of(campaign, len(ifos))
         settings = BurstSearchSettings(sample_rate, tuple(ifos), chunk_settings(campaign.search, network, len(ifos),
                                        sample_rate), campaign.conditioning.settings(), network)
@@ -319,6 +321,10 @@ class BurstSearch:
         t = (lo + np.arange(width) - at) / fs
         near = np.abs(t) <= 0.5 * float(row["duration"]) + 2 * res.length / fs
         return times[shown], freqs, energy[shown].T, (t[near], wave[near])
+
+    def own_figures(self, settings, task: ChunkTask, row: pd.Series) -> None:
+        """None: the report draws the strain views."""
+        return None
 
 
 SEARCH = BurstSearch

@@ -23,7 +23,8 @@ from gwbatch.conditioning import ConditioningSettings, filter_half_length
 from gwbatch.config.strict import Snr, StrictModel
 from gwbatch.pulse.plan import boxcar_plan
 from gwbatch.pulse.search import PulseSettings, search_series
-from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
+from gwbatch.io.store import SampleLayout
+from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction, require_strain
 from gwbatch.searches.common import ChunkRun
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
 
@@ -128,7 +129,8 @@ class PulseSearch:
     rank_column = "snr"
     modelled = False
 
-    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> PulseSearchSettings:
+    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...], layout: SampleLayout) -> PulseSearchSettings:
+        require_strain(self.kind, layout)
         return PulseSearchSettings(sample_rate, tuple(ifos), campaign.search.settings(), campaign.conditioning.settings(),
                                    NetworkSettings.of(campaign, len(ifos)))
 
@@ -220,6 +222,10 @@ class PulseSearch:
 
     def candidate_pixels(self, settings, series, row: pd.Series, at: float, half_width: float):
         """None: the search has no time-frequency pixels of its own."""
+        return None
+
+    def own_figures(self, settings, task: ChunkTask, row: pd.Series) -> None:
+        """None: the report draws the strain views."""
         return None
 
 

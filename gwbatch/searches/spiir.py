@@ -44,7 +44,8 @@ from gwbatch.errors import ConfigError, DataError
 from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.banks import load_bank, read_bank_file
 from gwbatch.io.store import file_sha256
-from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
+from gwbatch.io.store import SampleLayout
+from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction, require_strain
 from gwbatch.searches.common import ChunkRun
 from gwbatch.sky.skymap import TEMPERATURE
 from gwbatch.spiir.cache import build_bank, cached_bank_path, placed_templates, store_psd
@@ -224,7 +225,8 @@ class SpiirSearch:
     rank_column = "rank"
     modelled = True
 
-    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...]) -> SpiirSettings:
+    def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...], layout: SampleLayout) -> SpiirSettings:
+        require_strain(self.kind, layout)
         search, network = campaign.search, NetworkSettings.of(campaign, len(ifos))
         bank = load_bank_config(search.bank)
         coherent = CoherentSettings(
@@ -478,6 +480,10 @@ class SpiirSearch:
 
     def candidate_pixels(self, settings, series, row: pd.Series, at: float, half_width: float):
         """None: the search has no time-frequency pixels of its own."""
+        return None
+
+    def own_figures(self, settings, task: ChunkTask, row: pd.Series) -> None:
+        """None: the report draws the strain views."""
         return None
 
 

@@ -46,6 +46,7 @@ DEMO_TEXT = (ROOT / "configs/demo.yaml").read_text()
 DEMO = yaml.safe_load(DEMO_TEXT)
 SPIIR = {"kind": "spiir", "bank": str(ROOT / "configs/banks/bns-day.yaml")}
 BURST = {"kind": "burst", "f_low": 32.0, "f_high": 256.0, "resolutions": [64.0, 32.0], "sky_order": 4}
+RADIO = {"kind": "radio", "dm_max": 500.0, "rfi": {"sk_sigma": 4.0}}
 WORK = Path(tempfile.mkdtemp(prefix="gwbatch-attacks-"))
 SECONDS, RSS_BYTES = 10.0, 2 * 2**30
 RATES = [1.0, 16.0, 256.0, 1024.0, 4096.0, 16384.0, 1e6, 5e-324, 1e308]
@@ -122,7 +123,7 @@ def dump(raw) -> bytes:
 
 
 def with_search(kind: str) -> dict:
-    return {**DEMO, "search": {"pulse": DEMO["search"], "spiir": SPIIR, "burst": BURST}[kind]}
+    return {**DEMO, "search": {"pulse": DEMO["search"], "spiir": SPIIR, "burst": BURST, "radio": RADIO}[kind]}
 
 
 def set_key(raw: dict, dotted: str, value) -> dict:

@@ -12,12 +12,17 @@
 - :mod:`.triggers`: the histogram of each detector's single-detector trigger SNR.
 - :mod:`.qscans`: per candidate, the Q transform of each detector's whitened data and a burst
   candidate's time-frequency pixels.
+- :mod:`.radio`: dispersed single pulses: every candidate's DM against time and its S/N against DM (for
+  candidates with ``dm`` and ``width`` columns), and per candidate its dedispersed waterfall with the
+  pulse profile and its DM-time bow-tie.
 
 Each figure function returns its title and a captioned ``<figure>`` with a stable id (``fig-time``,
 ``fig-ifar``, ``fig-rank``, ``fig-series``, ``fig-skymaps``, ``fig-inj``, ``fig-eff-snr``, ``fig-eff-hrss``,
 ``fig-vt``, ``fig-pp``, ``fig-gpu``, ``fig-asd``, ``fig-segments``, ``fig-snr-hist``, ``fig-qscan-<n>``,
-``fig-tfmap-<n>``), or a sentence saying why it is not drawn.  :func:`figures_section` holds the
-significance and injection figures; the page (:mod:`gwbatch.report.html`) places the others.
+``fig-tfmap-<n>``, ``fig-dm-time``, ``fig-snr-dm``, ``fig-waterfall-<n>``, ``fig-bowtie-<n>``), or a sentence
+saying why it is not drawn (the DM figures are left out altogether for candidates that are not dispersed
+pulses).  :func:`figures_section` holds the single-pulse, significance and injection figures; the page
+(:mod:`gwbatch.report.html`) places the others.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from gwbatch.report.figures.injections import (
     fig_injections,
     fig_localisation,
 )
+from gwbatch.report.figures.radio import fig_dm_time, fig_snr_dm
 from gwbatch.report.figures.ranking import fig_ranking
 from gwbatch.report.figures.sensitivity import fig_sensitivity, fig_sensitivity_searches
 from gwbatch.report.markup import section
@@ -38,10 +44,13 @@ from gwbatch.report.markup import section
 
 def figures_section(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
                     injections: pd.DataFrame | None, ifos: list[str], searches: dict | None = None) -> str:
-    """The significance and injection figures, in the page's order (``searches``: a campaign of several
-    searches' injection tables and livetimes, :func:`fig_sensitivity_searches`); a figure that fails to
-    draw is named as missing (:func:`guarded`)."""
+    """The single-pulse figures (dispersed pulses only), then the significance and injection figures, in
+    the page's order (``searches``: a campaign of several searches' injection tables and livetimes,
+    :func:`fig_sensitivity_searches`); a figure that fails to draw is named as missing (:func:`guarded`)."""
+    pulses = [part for part in (guarded("Single pulses over DM and time", fig_dm_time, manifest, candidates),
+                                guarded("S/N against DM", fig_snr_dm, manifest, candidates)) if part]
     body = "\n".join([
+        *pulses,
         guarded("Candidates over time", fig_candidates_time, manifest, candidates, injections),
         guarded("Cumulative IFAR", fig_cumulative_ifar, manifest, candidates, background),
         guarded("Ranking statistic distribution", fig_ranking, manifest, candidates, background),
