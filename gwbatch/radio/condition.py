@@ -130,12 +130,12 @@ def moments(x, keep=None):
     return mean, xp.sqrt((dev * dev).sum(axis=-1, dtype=xp.float64) / count)
 
 
-def clipped_moments(x, valid=None):
-    """:func:`moments` re-estimated :data:`MOMENT_PASSES` times from the (``valid``) samples within
+def clipped_moments(x, valid=None, passes: int = MOMENT_PASSES):
+    """:func:`moments` re-estimated ``passes`` times from the (``valid``) samples within
     :data:`MOMENT_CLIP` σ of the previous mean (samples of a pulse or an RFI burst drop out)."""
     xp = array_namespace(x)
     mean, std = moments(x, valid)
-    for _ in range(MOMENT_PASSES):
+    for _ in range(passes):
         keep = xp.abs(x - mean[..., None].astype(x.dtype)) <= (MOMENT_CLIP * std)[..., None]
         mean, std = moments(x, keep if valid is None else keep & valid)
     return mean, std

@@ -27,6 +27,10 @@ from gwbatch.pulse.plan import boxcar_plan
 from gwbatch.pulse.search import PulseSettings, raw_triggers
 from gwbatch.radio.condition import baseline_at, clipped_moments
 
+#: Clipped passes of a trial's block moments after the unclipped one: a pulse of a few percent of a
+#: block is out after the first (the cleaning's spectra take :data:`gwbatch.radio.condition.MOMENT_PASSES`).
+TRIAL_PASSES = 2
+
 
 TRIAL_COLUMNS = {"dm_index": "int64", "sample": "int64", "width": "int64", "snr": "float64"}
 
@@ -45,7 +49,7 @@ def block_moments(series, valid, window: int):
     keep = xp.zeros((n_trials, n_blocks * window), dtype=bool)
     keep[:, :n] = valid
     keep = keep.reshape(n_trials, n_blocks, window)
-    mean, std = clipped_moments(padded.reshape(n_trials, n_blocks, window), keep)
+    mean, std = clipped_moments(padded.reshape(n_trials, n_blocks, window), keep, TRIAL_PASSES)
     counts = keep.sum(axis=2)
     empty = counts == 0
     # a block of a few samples has a poor σ: only blocks of at least half a window vote on the trial's σ
@@ -67,7 +71,10 @@ def normalise_trials(series, valid, window: int):
     means = xp.nan_to_num(means, nan=0.0)
     sigma = xp.where(xp.isfinite(sigma) & (sigma > 0), sigma, xp.inf)
     baseline = means if centres.size == 1 else baseline_at(means, centres, np.arange(series.shape[1], dtype=np.float64))
-    out = xp.where(valid, (series - baseline) / sigma[:, None], 0.0).astype(xp.float32)
+    out = series - baseline
+    out /= sigma[:, None].astype(xp.float32)
+    if not bool(valid.all()):
+        out[~valid] = 0.0
     return out, to_host(sigma).astype(np.float64)
 
 
