@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from gwbatch._xp import get_xp, resolve_backend, to_host
+from gwbatch._xp import get_xp
 from gwbatch.background import BackgroundResult
 from gwbatch.background.slides import coverage_time
 from gwbatch.background.significance import ifar_years
@@ -228,10 +228,6 @@ class RadioSearch:
 
     def max_uncertainty(self, settings: RadioSettings) -> float:
         return settings.widest / settings.sample_rate / 4.0
-
-    def _trial_samples(self, settings: RadioSettings, read_samples: int) -> float:
-        return float(sum(min(settings.dm_batch, t.stop - t.start) * read_samples / d
-                         for d, t in settings.dm_plan.levels))
 
     def work_bytes(self, settings: RadioSettings, read_samples: int) -> int:
         """One beam at a time: its spectra, and one batch of trials at the full rate (an upper bound)."""
