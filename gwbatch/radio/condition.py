@@ -134,10 +134,30 @@ def clipped_moments(x, valid=None, passes: int = MOMENT_PASSES):
     """:func:`moments` re-estimated ``passes`` times from the (``valid``) samples within
     :data:`MOMENT_CLIP` σ of the previous mean (samples of a pulse or an RFI burst drop out)."""
     xp = array_namespace(x)
+    if xp is not np:  # one read of x per pass, no temporaries (gwbatch.radio._cuda_moments)
+        return _clipped_moments_cuda(x, valid, passes)
     mean, std = moments(x, valid)
     for _ in range(passes):
         keep = xp.abs(x - mean[..., None].astype(x.dtype)) <= (MOMENT_CLIP * std)[..., None]
         mean, std = moments(x, keep if valid is None else keep & valid)
+    return mean, std
+
+
+def _clipped_moments_cuda(x, valid, passes: int):
+    """:func:`clipped_moments` on CuPy: each pass the count, sum and sum of squares of the samples kept,
+    in float64, by two reduction kernels."""
+    import cupy as cp
+
+    from gwbatch.radio._cuda_moments import clipped_sums
+
+    keep = valid if valid is not None else cp.ones((1,) * x.ndim, dtype=bool)
+    centre, limit = cp.zeros(x.shape[:-1]), cp.full(x.shape[:-1], cp.inf)
+    for _ in range(passes + 1):
+        n, s1, s2 = clipped_sums(x, keep, centre, limit)
+        count = cp.maximum(n, 1)
+        mean = s1 / count
+        std = cp.sqrt(cp.maximum(s2 / count - mean * mean, 0.0))
+        centre, limit = mean, MOMENT_CLIP * std
     return mean, std
 
 
@@ -184,8 +204,19 @@ def normalise(x, means, centres: np.ndarray, scale):
     (:func:`baseline_at`), written piece by piece between centres so that no temporary of ``x``'s size
     is made."""
     xp = array_namespace(x)
-    out = xp.empty(x.shape, dtype=xp.float32)
     ntime = x.shape[1]
+    if xp is not np:  # one fused pass (gwbatch.radio._cuda_moments)
+        from gwbatch.radio._cuda_moments import normalise as fused
+
+        t = np.arange(ntime, dtype=np.float64)
+        if centres.size == 1:
+            left, weight = np.zeros(ntime, np.int32), np.zeros(ntime, np.float32)
+        else:
+            right = np.clip(np.searchsorted(centres, t, side="right"), 1, centres.size - 1)
+            left = right - 1
+            weight = np.clip((t - centres[left]) / (centres[right] - centres[left]), 0.0, 1.0)
+        return fused(x, left, weight, means, scale)
+    out = xp.empty(x.shape, dtype=xp.float32)
     cuts = np.unique(np.clip(np.ceil(centres).astype(np.int64), 0, ntime))
     bounds = np.concatenate([[0], cuts, [ntime]])
     for a, b in zip(bounds[:-1], bounds[1:]):
