@@ -1,44 +1,56 @@
-"""CuPy kernels of the radio cleaning's two memory-bound steps, each one read of the spectra with no
-temporaries: the sums of a clipped-moment pass (:func:`gwbatch.radio.condition.moments`) and the
-normalisation (:func:`gwbatch.radio.condition.normalise`).  Their NumPy twins are the array
-expressions those functions use on the host; ``tests/test_radio_conditioning.py`` compares them."""
+"""CuPy kernels of the radio cleaning's memory-bound steps, each one read of its array with no
+temporaries: the passes of the clipped moments (float64 count, sum and sum of squares of the samples
+kept, by reduction kernels) and the normalisation ``(x - baseline) * scale`` (an elementwise kernel
+that interpolates the baseline between block means as it goes).
+
+CPU twin: :func:`gwbatch.radio.condition.clipped_moments` (and :func:`gwbatch.radio.condition.normalise`),
+whose NumPy expressions ``tests/test_radio_conditioning.py`` compares these with on the GPU.
+"""
 
 from __future__ import annotations
 
 import functools
 
-import cupy as cp
+#: The test of a kept sample: valid, and within ``limit`` of ``centre``.
+_SUM = "(keep && fabs((double)x - centre) <= limit)"
 
 
 @functools.cache
-def _sums():
-    """Per row: ``(count, sum, sum of squares)`` of ``x`` where ``keep`` and ``|x - centre| <= limit``
-    (float64 accumulation), as a complex128 whose real part is the sum and imaginary the sum of squares
-    (one pass; the count is a second kernel)."""
-    total = cp.ReductionKernel(
+def _reductions():
+    import cupy
+
+    total = cupy.ReductionKernel(
         "T x, bool keep, float64 centre, float64 limit", "complex128 out",
-        "(keep && fabs((double)x - centre) <= limit) ? thrust::complex<double>((double)x, (double)x * (double)x)"
-        " : thrust::complex<double>(0.0, 0.0)",
+        f"{_SUM} ? thrust::complex<double>((double)x, (double)x * (double)x) : thrust::complex<double>(0.0, 0.0)",
         "a + b", "out = a", "thrust::complex<double>(0.0, 0.0)", "gwbatch_radio_clipped_sums")
-    count = cp.ReductionKernel(
-        "T x, bool keep, float64 centre, float64 limit", "int64 out",
-        "(keep && fabs((double)x - centre) <= limit) ? 1 : 0", "a + b", "out = a", "0", "gwbatch_radio_clipped_count")
+    count = cupy.ReductionKernel(
+        "T x, bool keep, float64 centre, float64 limit", "int64 out", f"{_SUM} ? 1 : 0", "a + b", "out = a", "0",
+        "gwbatch_radio_clipped_count")
     return total, count
 
 
-def clipped_sums(x, keep, centre, limit):
-    """``(count, sum, sum of squares)`` along the last axis of the samples of ``x`` (float32) that are
-    ``keep`` and within ``limit`` of ``centre`` (both broadcast against ``x`` without its last axis)."""
-    total, count = _sums()
-    centre = cp.asarray(centre, dtype=cp.float64)[..., None]
-    limit = cp.asarray(limit, dtype=cp.float64)[..., None]
-    sums = total(x, keep, centre, limit, axis=-1)
-    return count(x, keep, centre, limit, axis=-1), sums.real, sums.imag
+def clipped_moments(x, valid, passes: int, clip: float):
+    """Mean and σ along the last axis of ``x`` (float64): one pass over the ``valid`` samples (all when
+    None), then ``passes`` over those within ``clip`` σ of the last mean (the CPU twin's contract)."""
+    import cupy
+
+    total, count = _reductions()
+    keep = valid if valid is not None else cupy.ones((1,) * x.ndim, dtype=bool)
+    centre, limit = cupy.zeros(x.shape[:-1]), cupy.full(x.shape[:-1], cupy.inf)
+    for _ in range(passes + 1):
+        sums = total(x, keep, centre[..., None], limit[..., None], axis=-1)
+        n = cupy.maximum(count(x, keep, centre[..., None], limit[..., None], axis=-1), 1)
+        mean = sums.real / n
+        std = cupy.sqrt(cupy.maximum(sums.imag / n - mean * mean, 0.0))
+        centre, limit = mean, clip * std
+    return mean, std
 
 
 @functools.cache
 def _normalise():
-    return cp.ElementwiseKernel(
+    import cupy
+
+    return cupy.ElementwiseKernel(
         "T x, int32 left, float32 weight, raw T means, int32 nblocks, raw T scale, int64 ncols", "T out",
         "const long long row = i / ncols;"
         "const int right = left + 1 < nblocks ? left + 1 : nblocks - 1;"
@@ -48,10 +60,12 @@ def _normalise():
 
 
 def normalise(x, left, weight, means, scale):
-    """``(x - baseline) * scale`` in one pass: the baseline of column ``j`` is ``means[:, left[j]]`` and
-    ``means[:, left[j] + 1]`` weighted ``1 - weight[j]`` and ``weight[j]``; ``scale`` per row."""
-    out = cp.empty(x.shape, dtype=cp.float32)
-    _normalise()(x, cp.asarray(left, dtype=cp.int32), cp.asarray(weight, dtype=cp.float32),
-                 cp.ascontiguousarray(means, dtype=cp.float32), means.shape[1],
-                 cp.ascontiguousarray(scale, dtype=cp.float32).ravel(), x.shape[1], out)
+    """``(x - baseline) * scale`` in one pass: column ``j``'s baseline is ``means[:, left[j]]`` and
+    ``means[:, left[j] + 1]`` weighted ``1 - weight[j]`` and ``weight[j]``; ``scale`` one per row."""
+    import cupy
+
+    out = cupy.empty(x.shape, dtype=cupy.float32)
+    _normalise()(x, cupy.asarray(left, dtype=cupy.int32), cupy.asarray(weight, dtype=cupy.float32),
+                 cupy.ascontiguousarray(means, dtype=cupy.float32), means.shape[1],
+                 cupy.ascontiguousarray(scale, dtype=cupy.float32).ravel(), x.shape[1], out)
     return out

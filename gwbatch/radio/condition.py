@@ -135,29 +135,13 @@ def clipped_moments(x, valid=None, passes: int = MOMENT_PASSES):
     :data:`MOMENT_CLIP` σ of the previous mean (samples of a pulse or an RFI burst drop out)."""
     xp = array_namespace(x)
     if xp is not np:  # one read of x per pass, no temporaries (gwbatch.radio._cuda_moments)
-        return _clipped_moments_cuda(x, valid, passes)
+        from gwbatch.radio._cuda_moments import clipped_moments as on_gpu
+
+        return on_gpu(x, valid, passes, MOMENT_CLIP)
     mean, std = moments(x, valid)
     for _ in range(passes):
         keep = xp.abs(x - mean[..., None].astype(x.dtype)) <= (MOMENT_CLIP * std)[..., None]
         mean, std = moments(x, keep if valid is None else keep & valid)
-    return mean, std
-
-
-def _clipped_moments_cuda(x, valid, passes: int):
-    """:func:`clipped_moments` on CuPy: each pass the count, sum and sum of squares of the samples kept,
-    in float64, by two reduction kernels."""
-    import cupy as cp
-
-    from gwbatch.radio._cuda_moments import clipped_sums
-
-    keep = valid if valid is not None else cp.ones((1,) * x.ndim, dtype=bool)
-    centre, limit = cp.zeros(x.shape[:-1]), cp.full(x.shape[:-1], cp.inf)
-    for _ in range(passes + 1):
-        n, s1, s2 = clipped_sums(x, keep, centre, limit)
-        count = cp.maximum(n, 1)
-        mean = s1 / count
-        std = cp.sqrt(cp.maximum(s2 / count - mean * mean, 0.0))
-        centre, limit = mean, MOMENT_CLIP * std
     return mean, std
 
 
