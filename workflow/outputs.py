@@ -14,7 +14,6 @@ from gwbatch.io.psds import FILE as PSD_FILE
 from gwbatch.io.psds import write_psds
 from gwbatch.io.skymaps import write_skymap
 from gwbatch.io.tables import write_json, write_table
-from gwbatch.radio.candidates import write_heimdall_cands
 from gwbatch.report.html import write_report
 from workflow.manifest import failed_manifest
 from workflow.member import Member, RunSummary
@@ -68,6 +67,8 @@ def write_outputs(outdir: Path, reduced: Reduced, manifest: dict, figures: dict 
     )
     write_table(reduced.candidates, outdir / "candidates.parquet")
     if DISPERSED_COLUMNS <= set(reduced.candidates.columns):  # dispersed pulses: also Heimdall's text format
+        from gwbatch.radio.candidates import write_heimdall_cands
+
         write_heimdall_cands(reduced.candidates, outdir / CAND_FILE, 1.0 / float(manifest["store"]["sample_rate"]),
                              multibeam=len(manifest["store"]["ifos"]) > 1, round_widths=True)
     write_json(manifest, outdir / "manifest.json")

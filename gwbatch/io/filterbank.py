@@ -21,23 +21,16 @@ from pathlib import Path
 import numpy as np
 
 from gwbatch.errors import DataError
-from gwbatch.io.sigproc import _MAX_HEADER, check_tsamp, parse_sigproc_header, tstart_gps
+from gwbatch.io.sigproc import _MAX_HEADER, SigprocData, check_tsamp, parse_sigproc_header, tstart_gps
 
 #: Bits per sample gwbatch reads, and the dtype each is kept as.
 NBITS = {1: np.uint8, 2: np.uint8, 4: np.uint8, 8: np.uint8, 16: np.dtype("<u2"), 32: np.dtype("<f4")}
 
 
 @dataclass(frozen=True, eq=False)
-class Filterbank:
-    """A SIGPROC filterbank: its header and its spectra ``(samples, nifs, nchans)``."""
-
-    path: Path
-    header: dict
-    data: np.ndarray
-
-    @property
-    def tsamp(self) -> float:
-        return float(self.header["tsamp"])
+class Filterbank(SigprocData):
+    """A SIGPROC filterbank (or a PSRFITS file read to its keys): its header and its spectra
+    ``(samples, nifs, nchans)``."""
 
     @property
     def frequencies(self) -> np.ndarray:

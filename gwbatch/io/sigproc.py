@@ -47,8 +47,8 @@ _DTYPES = {32: np.dtype("<f4"), 8: np.dtype("u1")}
 
 
 @dataclass(frozen=True, eq=False)
-class SigprocSeries:
-    """A SIGPROC dedispersed time series: its header and samples (float32)."""
+class SigprocData:
+    """A SIGPROC file read: its path, header (keyword -> value) and samples."""
 
     path: Path
     header: dict
@@ -61,6 +61,11 @@ class SigprocSeries:
     @property
     def sample_rate(self) -> float:
         return 1.0 / self.tsamp
+
+
+@dataclass(frozen=True, eq=False)
+class SigprocSeries(SigprocData):
+    """A SIGPROC dedispersed time series: its header and samples (float32)."""
 
 
 def _take(buf: bytes, pos: int, n: int, path: Path, what: str) -> bytes:

@@ -44,8 +44,8 @@ from gwbatch.pulse.plan import boxcar_plan
 from gwbatch.pulse.search import PulseSettings
 from gwbatch.radio.candidates import cluster_triggers, effective_trials, flag_rfi, time_inf, time_top, undispersed
 from gwbatch.radio.condition import RadioConditioning, condition_spectra
-from gwbatch.radio.dedisperse import K_DM, dedisperse
-from gwbatch.radio.dmplan import DMPlan, dm_plan, subband_plan
+from gwbatch.radio.dedisperse import dedisperse
+from gwbatch.radio.dmplan import DMPlan, dm_plan, subband_plan, subband_sweep_per_dm
 from gwbatch.radio.pulses import TrialBlock, search_trials
 from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
 from gwbatch.searches.common import ChunkRun, ChunkSeries
@@ -294,8 +294,7 @@ class RadioSearch:
         time_tol, dm_tol, width_tol = settings.cluster
         cands = cluster_triggers(trig, time_tol, dm_tol, width_tol)
         cands = flag_rfi(cands, len(settings.ifos), settings.rfi_beams, settings.rfi_dm)
-        freqs = np.asarray(settings.frequencies)
-        flat = undispersed(cands, K_DM * (freqs.min() ** -2 - freqs.max() ** -2), 1.0 / sample_rate)
+        flat = undispersed(cands, subband_sweep_per_dm(np.asarray(settings.frequencies), 1), 1.0 / sample_rate)
         if settings.dm_plan.dms[0] == 0 and flat.any():  # the first trial is DM 0: the test applies
             reason = cands["rfi_reason"].where(~flat, (cands["rfi_reason"] + ",undispersed").str.lstrip(","))
             cands = cands.assign(rfi=cands["rfi"].to_numpy() | flat, rfi_reason=reason)
