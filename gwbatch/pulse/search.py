@@ -116,18 +116,31 @@ def raw_triggers(data, valid, cfg: PulseSettings, snr2_per_energy: float | None 
     ``moments``: the series' (μ, σ) when the caller knows them (normalised series), else measured."""
     xp = array_namespace(data, valid)
     plan = boxcar_plan(cfg.decimation)
-    energy = cfg.series == "energy"
     y = detection_series(cfg.series, data)
     mean, std, count = series_moments(cfg, data, y, valid) if moments is None else (*moments, y.size)
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     if count < 2 or not std > 0:
-        return (*empty, mean, std)
+        return (*_NO_TRIGGERS, mean, std)
     n = y.size
     # Invalid samples take the mean, and padding with the mean gives every start a full-width boxcar.
     series = xp.empty(n + plan.max_width, dtype=xp.float32)
     series[:n] = xp.where(valid, y, mean)
     series[n:] = mean
-    valid_u8 = valid.astype(xp.uint8)
+    return (*padded_triggers(series, valid.astype(xp.uint8), n, cfg, mean, std, snr2_per_energy, valid), mean, std)
+
+
+_NO_TRIGGERS = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+
+
+def padded_triggers(series, valid_u8, n: int, cfg: PulseSettings, mean: float, std: float,
+                    snr2_per_energy: float | None = None, valid=None):
+    """:func:`raw_triggers`' search of a series already laid out for the boxcar rounds: ``series``
+    (float32) of ``n`` samples followed by the plan's widest boxcar of padding, invalid samples and
+    padding at ``mean``; ``valid_u8`` (uint8, at least ``n``) marks the valid ones.  ``valid`` (bool,
+    ``n``) is needed only when ``cfg.sigma`` is not ``white`` (each round's moments are measured).
+    Returns host ``(start, width, snr, rho)``."""
+    xp = array_namespace(series)
+    plan = boxcar_plan(cfg.decimation)
+    energy = cfg.series == "energy"
     consts = {}
 
     def round_consts(k: int, series_k):
@@ -168,8 +181,8 @@ def raw_triggers(data, valid, cfg: PulseSettings, snr2_per_energy: float | None 
         for lst, val in zip(out, (idx * d, w * d, z, rho)):
             lst.append(val)
     if not out[0]:
-        return (*empty, mean, std)
-    return (*(np.concatenate(v) for v in out), mean, std)
+        return _NO_TRIGGERS
+    return tuple(np.concatenate(v) for v in out)
 
 
 def search_series(data, valid, cfg: PulseSettings, snr2_per_energy: float | None = None) -> SeriesTriggers:

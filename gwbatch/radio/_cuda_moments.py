@@ -1,71 +1,299 @@
-"""CuPy kernels of the radio cleaning's memory-bound steps, each one read of its array with no
-temporaries: the passes of the clipped moments (float64 count, sum and sum of squares of the samples
-kept, by reduction kernels) and the normalisation ``(x - baseline) * scale`` (an elementwise kernel
-that interpolates the baseline between block means as it goes).
+"""CUDA kernels of the radio search's memory-bound steps, each one read of its input with no
+temporaries of its size (issue 28's throughput):
 
-CPU twin: :func:`gwbatch.radio.condition.clipped_moments` (and :func:`gwbatch.radio.condition.normalise`),
-whose NumPy expressions ``tests/test_radio_conditioning.py`` compares these with on the GPU.
+- ``segment_moments``: clipped moments of segments of rows (the cleaning's block means and σ, the
+  dedispersed trials' block moments).  One thread block per (row, segment) runs every pass, so a
+  segment is read from memory once and again from L2; the unclipped first pass is returned too.
+- ``normalise_rows``: ``(x - baseline) * scale`` (or ``/ scale``) with the baseline interpolated
+  between block means as it goes, from a strided view, into rows of any pitch, invalid samples and
+  the columns past the input 0.
+- ``sk_sums``: sums of ``z²`` and ``z⁴`` of the normalised samples of spectral-kurtosis blocks,
+  read from the spectra directly.
+
+CPU twin: :func:`gwbatch.radio.condition.clipped_moments` (and :func:`gwbatch.radio.condition.normalise`,
+:func:`gwbatch.radio.condition.sk_sums`, :func:`gwbatch.radio.pulses.block_moments`,
+:func:`gwbatch.radio.pulses.normalise_trials`), whose NumPy expressions
+``tests/test_radio_conditioning.py`` compares these with on the GPU.
 """
 
 from __future__ import annotations
 
 import functools
 
-#: The test of a kept sample: valid, and within ``limit`` of ``centre``.
-_SUM = "(keep && fabs((double)x - centre) <= limit)"
+import numpy as np
+
+THREADS = 256
+ROWS = 8  # rows per thread of normalise_rows
+OPTIONS = ("-std=c++17",)
+
+SOURCE = r"""
+#define THREADS 256
+
+// Sums of three doubles over the block (every thread gets them).
+__device__ __forceinline__ void block_sum3(double& a, double& b, double& c)
+{
+    __shared__ double part[3][THREADS / 32];
+    for (int off = 16; off > 0; off >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, off);
+        b += __shfl_down_sync(0xffffffffu, b, off);
+        c += __shfl_down_sync(0xffffffffu, c, off);
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) { part[0][warp] = a; part[1][warp] = b; part[2][warp] = c; }
+    __syncthreads();
+    a = 0.0; b = 0.0; c = 0.0;
+    for (int w = 0; w < THREADS / 32; ++w) { a += part[0][w]; b += part[1][w]; c += part[2][w]; }
+    __syncthreads();
+}
+
+// Where sample t (an exact integer in double) lies between block centres c (nb of them): the block
+// on the right (its left neighbour is right - 1) and its weight, in the arithmetic of
+// gwbatch.radio.condition.interpolation (searchsorted side right, clipped; the weight in double,
+// clipped to [0, 1], cast to float), so that the baseline equals the CPU twin's bit for bit.
+__device__ __forceinline__ void locate(const double* __restrict__ c, int nb, double t, int& right, float& weight)
+{
+    if (nb == 1) { right = 0; weight = 0.0f; return; }
+    int lo = 0, hi = nb;  // lo: how many centres are <= t
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (c[mid] <= t) lo = mid + 1; else hi = mid;
+    }
+    right = lo < 1 ? 1 : (lo > nb - 1 ? nb - 1 : lo);
+    double w = __ddiv_rn(__dsub_rn(t, c[right - 1]), __dsub_rn(c[right], c[right - 1]));
+    weight = (float)(w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w));
+}
+
+// The baseline of a row's block means mr between blocks right - 1 and right (baseline_at: float32,
+// no contraction; one block: its mean).
+__device__ __forceinline__ float baseline(const float* __restrict__ mr, int right, float weight)
+{
+    const int left = right > 0 ? right - 1 : 0;
+    return __fadd_rn(__fmul_rn(mr[left], __fsub_rn(1.0f, weight)), __fmul_rn(mr[right], weight));
+}
+
+// Clipped moments of segment blockIdx.x of row blockIdx.y: element i of the segment is
+// x[row * x_pitch + (start + i) * x_step], valid where valid[row * valid_pitch + start + i] (all when
+// valid is null).  Pass 0 takes every valid sample; pass p > 0 those within clip sigma of pass p-1's
+// mean.  mean = s1 / max(n, 1), sd = sqrt(max(s2 / n - mean^2, 0)) in float64.
+extern "C" __global__ void segment_moments(
+    const float* __restrict__ x, long long x_pitch, long long x_step,
+    const unsigned char* __restrict__ valid, long long valid_pitch,
+    const long long* __restrict__ seg_start, const int* __restrict__ seg_len, int n_seg,
+    int passes, double clip,
+    double* __restrict__ mean_out, double* __restrict__ sd_out,
+    double* __restrict__ plain_mean, double* __restrict__ plain_sd, long long* __restrict__ count_out)
+{
+    const long long row = blockIdx.y;
+    const int seg = blockIdx.x;
+    const long long start = seg_start[seg];
+    const int len = seg_len[seg];
+    const float* xr = x + row * x_pitch + start * x_step;
+    const unsigned char* vr = valid ? valid + row * valid_pitch + start : nullptr;
+    double centre = 0.0, limit = 0.0, mean = 0.0, sd = 0.0;
+    for (int p = 0; p <= passes; ++p) {
+        double n = 0.0, s1 = 0.0, s2 = 0.0;
+        for (int i = threadIdx.x; i < len; i += THREADS) {
+            const double v = (double)xr[(long long)i * x_step];
+            if ((vr == nullptr || vr[i]) && (p == 0 || fabs(v - centre) <= limit)) {
+                n += 1.0; s1 += v; s2 += v * v;
+            }
+        }
+        block_sum3(n, s1, s2);
+        const double m = n > 1.0 ? n : 1.0;
+        mean = s1 / m;
+        sd = sqrt(fmax(s2 / m - mean * mean, 0.0));
+        if (p == 0 && threadIdx.x == 0) {
+            const long long k = row * n_seg + seg;
+            if (plain_mean) { plain_mean[k] = mean; plain_sd[k] = sd; }
+            if (count_out) count_out[k] = (long long)n;
+        }
+        centre = mean;
+        limit = clip * sd;
+    }
+    if (threadIdx.x == 0) {
+        mean_out[row * n_seg + seg] = mean;
+        sd_out[row * n_seg + seg] = sd;
+    }
+}
+
+// out[row, j] for j < out_cols: for j < n_cols and valid, (x - base) * scale[row] (or / scale[row]
+// with divide) where x = x[row * x_pitch + j * x_step] and base is the row's block means at centres
+// interpolated at j; else 0.  valid_out (when given) gets the same layout: 1 where a sample was
+// valid.  A thread takes one column of ROWS rows: where j lies between the centres is found once.
+#define ROWS 8
+extern "C" __global__ void normalise_rows(
+    const float* __restrict__ x, long long x_pitch, long long x_step,
+    const unsigned char* __restrict__ valid, long long valid_pitch,
+    const double* __restrict__ centres, const float* __restrict__ means, int n_blocks,
+    const float* __restrict__ scale, int divide, int n_rows,
+    int n_cols, float* __restrict__ out, long long out_pitch, int out_cols, unsigned char* __restrict__ valid_out)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= out_cols) return;
+    int right = 0;
+    float weight = 0.0f;
+    if (j < n_cols) locate(centres, n_blocks, (double)j, right, weight);
+    const int first = blockIdx.y * ROWS;
+    const int last = first + ROWS < n_rows ? first + ROWS : n_rows;
+    for (long long row = first; row < last; ++row) {
+        float v = 0.0f;
+        unsigned char ok = 0;
+        if (j < n_cols) {
+            ok = valid ? valid[row * valid_pitch + j] : 1;
+            if (ok) {
+                const float d = __fsub_rn(__ldg(x + row * x_pitch + (long long)j * x_step),
+                                          baseline(means + row * n_blocks, right, weight));
+                const float s = scale[row];
+                v = divide ? __fdiv_rn(d, s) : __fmul_rn(d, s);
+            }
+        }
+        out[row * out_pitch + j] = v;
+        if (valid_out) valid_out[row * out_pitch + j] = ok;
+    }
+}
+
+// Spectral-kurtosis sums of block blockIdx.x of row blockIdx.y: p = z * z (float32) of the m samples
+// t from block_start[b], z = (x - baseline(t)) * inv[row] as normalise_rows makes it; s1 = sum p,
+// s2 = sum p * p in float64.
+extern "C" __global__ void sk_sums(
+    const float* __restrict__ x, long long x_pitch, const long long* __restrict__ block_start, int m,
+    const double* __restrict__ centres, const float* __restrict__ means, int n_blocks,
+    const float* __restrict__ inv, int n_sk, double* __restrict__ s1_out, double* __restrict__ s2_out)
+{
+    const long long row = blockIdx.y;
+    const int b = blockIdx.x;
+    const float* mr = means + row * n_blocks;
+    const float s = inv[row];
+    double s1 = 0.0, s2 = 0.0, unused = 0.0;
+    for (int i = threadIdx.x; i < m; i += THREADS) {
+        const long long t = block_start[b] + i;
+        int right;
+        float weight;
+        locate(centres, n_blocks, (double)t, right, weight);
+        const float z = __fmul_rn(__fsub_rn(x[row * x_pitch + t], baseline(mr, right, weight)), s);
+        const float p = __fmul_rn(z, z);
+        s1 += (double)p;
+        s2 += (double)__fmul_rn(p, p);
+    }
+    block_sum3(s1, s2, unused);
+    if (threadIdx.x == 0) {
+        s1_out[row * n_sk + b] = s1;
+        s2_out[row * n_sk + b] = s2;
+    }
+}
+"""
 
 
 @functools.cache
-def _reductions():
+def _module():
     import cupy
 
-    total = cupy.ReductionKernel(
-        "T x, bool keep, float64 centre, float64 limit", "complex128 out",
-        f"{_SUM} ? thrust::complex<double>((double)x, (double)x * (double)x) : thrust::complex<double>(0.0, 0.0)",
-        "a + b", "out = a", "thrust::complex<double>(0.0, 0.0)", "gwbatch_radio_clipped_sums")
-    count = cupy.ReductionKernel(
-        "T x, bool keep, float64 centre, float64 limit", "int64 out", f"{_SUM} ? 1 : 0", "a + b", "out = a", "0",
-        "gwbatch_radio_clipped_count")
-    return total, count
+    return cupy.RawModule(code=SOURCE, options=OPTIONS)
+
+
+def _kernel(name: str):
+    return _module().get_function(name)
+
+
+def _device(a, dtype):
+    """``a`` (NumPy or CuPy) as a C-contiguous CuPy array of ``dtype``."""
+    import cupy
+
+    return cupy.ascontiguousarray(cupy.asarray(a, dtype=dtype))
+
+
+def _rows(x):
+    """``x`` (2-D CuPy float32) as (pointer array, row pitch, element step) in elements."""
+    item = x.dtype.itemsize
+    if x.ndim != 2 or x.dtype.kind != "f" or item != 4 or x.strides[0] % item or x.strides[1] % item:
+        raise ValueError(f"expected a 2-D float32 array with whole-element strides, got {x.dtype} {x.shape}")
+    return x, x.strides[0] // item, x.strides[1] // item
+
+
+def segment_moments(x, starts: np.ndarray, lengths: np.ndarray, passes: int, clip: float, valid=None):
+    """Clipped moments of segments ``[starts[s], starts[s] + lengths[s])`` of every row of ``x``
+    (2-D float32, any strides; ``valid``: a C-contiguous bool array of ``x``'s shape or None):
+    ``(mean, sd, plain_mean, plain_sd, count)``, float64 ``(rows, segments)`` and the valid count."""
+    import cupy
+
+    x, pitch, step = _rows(x)
+    rows, n_seg = x.shape[0], int(len(starts))
+    if valid is not None and (valid.shape != x.shape or not valid.flags.c_contiguous):
+        raise ValueError("valid must be C-contiguous and of the series' shape")
+    mean, sd, plain_mean, plain_sd = (cupy.empty((rows, n_seg), cupy.float64) for _ in range(4))
+    count = cupy.empty((rows, n_seg), cupy.int64)
+    _kernel("segment_moments")(
+        (n_seg, rows), (THREADS,),
+        (x, np.int64(pitch), np.int64(step), valid, np.int64(0 if valid is None else valid.shape[1]),
+         cupy.asarray(starts, dtype=cupy.int64), cupy.asarray(lengths, dtype=cupy.int32), np.int32(n_seg),
+         np.int32(passes), np.float64(clip), mean, sd, plain_mean, plain_sd, count))
+    return mean, sd, plain_mean, plain_sd, count
 
 
 def clipped_moments(x, valid, passes: int, clip: float):
-    """Mean and σ along the last axis of ``x`` (float64): one pass over the ``valid`` samples (all when
-    None), then ``passes`` over those within ``clip`` σ of the last mean (the CPU twin's contract)."""
+    """Clipped and plain (first-pass) moments along the last axis of ``x`` (``valid``: broadcastable
+    to ``x``, or None), float64: ``(mean, sd, plain_mean, plain_sd)`` (the CPU twin's contract)."""
     import cupy
 
-    total, count = _reductions()
-    keep = valid if valid is not None else cupy.ones((1,) * x.ndim, dtype=bool)
-    centre, limit = cupy.zeros(x.shape[:-1]), cupy.full(x.shape[:-1], cupy.inf)
-    for _ in range(passes + 1):
-        sums = total(x, keep, centre[..., None], limit[..., None], axis=-1)
-        n = cupy.maximum(count(x, keep, centre[..., None], limit[..., None], axis=-1), 1)
-        mean = sums.real / n
-        std = cupy.sqrt(cupy.maximum(sums.imag / n - mean * mean, 0.0))
-        centre, limit = mean, clip * std
-    return mean, std
+    n = x.shape[-1]
+    rows = x.reshape(-1, n)
+    keep = None if valid is None else cupy.ascontiguousarray(cupy.broadcast_to(valid, x.shape).reshape(-1, n), dtype=bool)
+    mean, sd, plain_mean, plain_sd, _ = segment_moments(rows, np.zeros(1, np.int64), np.array([n]), passes, clip,
+                                                        valid=keep)
+    shape = x.shape[:-1]
+    return mean.reshape(shape), sd.reshape(shape), plain_mean.reshape(shape), plain_sd.reshape(shape)
 
 
-@functools.cache
-def _normalise():
+def normalise_rows(x, centres: np.ndarray, means, scale, *, divide: bool = False, valid=None, out=None,
+                   valid_out=None):
+    """``(x - baseline) * scale`` (``/ scale`` with ``divide``) of every row of ``x`` (2-D float32, any
+    strides), the baseline of column ``j`` being the row's block ``means`` at ``centres`` (host,
+    columns of ``x``) interpolated at ``j`` as :func:`gwbatch.radio.condition.baseline_at` does;
+    ``scale`` one per row; invalid samples 0.  Written into ``out`` (2-D float32, unit element step,
+    at least ``x``'s columns: the rest set to 0), a new array by default; ``valid_out`` (uint8,
+    ``out``'s layout) gets the valid mask when given."""
     import cupy
 
-    return cupy.ElementwiseKernel(
-        "T x, int32 left, float32 weight, raw T means, int32 nblocks, raw T scale, int64 ncols", "T out",
-        "const long long row = i / ncols;"
-        "const int right = left + 1 < nblocks ? left + 1 : nblocks - 1;"
-        "const T base = means[row * nblocks + left] * (1 - weight) + means[row * nblocks + right] * weight;"
-        "out = (x - base) * scale[row];",
-        "gwbatch_radio_normalise")
-
-
-def normalise(x, left, weight, means, scale):
-    """``(x - baseline) * scale`` in one pass: column ``j``'s baseline is ``means[:, left[j]]`` and
-    ``means[:, left[j] + 1]`` weighted ``1 - weight[j]`` and ``weight[j]``; ``scale`` one per row."""
-    import cupy
-
-    out = cupy.empty(x.shape, dtype=cupy.float32)
-    _normalise()(x, cupy.asarray(left, dtype=cupy.int32), cupy.asarray(weight, dtype=cupy.float32),
-                 cupy.ascontiguousarray(means, dtype=cupy.float32), means.shape[1],
-                 cupy.ascontiguousarray(scale, dtype=cupy.float32).ravel(), x.shape[1], out)
+    x, pitch, step = _rows(x)
+    rows, n_cols = x.shape
+    if out is None:
+        out = cupy.empty((rows, n_cols), dtype=cupy.float32)
+    if out.ndim != 2 or out.dtype != cupy.float32 or out.strides[1] != 4 or out.shape[0] != rows or out.shape[1] < n_cols:
+        raise ValueError("out must be float32 (rows, >= columns) with unit element step")
+    out_pitch = out.strides[0] // 4
+    if valid_out is not None and (valid_out.dtype != cupy.uint8 or valid_out.strides != (out_pitch, 1)
+                                  or valid_out.shape != out.shape):
+        raise ValueError("valid_out must be uint8 in out's layout")
+    if valid is not None and (valid.shape != x.shape or not valid.flags.c_contiguous):
+        raise ValueError("valid must be C-contiguous and of the series' shape")
+    means = _device(means, cupy.float32)
+    _kernel("normalise_rows")(
+        (-(-out.shape[1] // THREADS), -(-rows // ROWS)), (THREADS,),
+        (x, np.int64(pitch), np.int64(step), valid, np.int64(0 if valid is None else valid.shape[1]),
+         _device(centres, cupy.float64), means, np.int32(means.shape[1]), _device(scale, cupy.float32).ravel(),
+         np.int32(divide), np.int32(rows), np.int32(n_cols), out, np.int64(out_pitch), np.int32(out.shape[1]), valid_out))
     return out
+
+
+def sk_sums(x, block_starts: np.ndarray, m: int, centres: np.ndarray, means, inverse):
+    """Spectral-kurtosis sums ``(s1, s2)``, float64 ``(rows, blocks)``, of the ``m`` samples from each
+    of ``block_starts`` of every row of C-contiguous float32 ``x``, normalised as :func:`normalise_rows`
+    does (block ``means`` at ``centres``, times ``inverse``)."""
+    import cupy
+
+    x, pitch, step = _rows(x)
+    if step != 1:
+        raise ValueError("sk_sums reads rows with unit element step")
+    rows, n_sk = x.shape[0], int(len(block_starts))
+    means = _device(means, cupy.float32)
+    s1, s2 = cupy.empty((rows, n_sk), cupy.float64), cupy.empty((rows, n_sk), cupy.float64)
+    _kernel("sk_sums")(
+        (n_sk, rows), (THREADS,),
+        (x, np.int64(pitch), _device(block_starts, cupy.int64), np.int32(m), _device(centres, cupy.float64), means,
+         np.int32(means.shape[1]), _device(inverse, cupy.float32).ravel(), np.int32(n_sk), s1, s2))
+    return s1, s2
+
+
+def compile_cases() -> list[tuple[str, str, tuple[str, ...]]]:
+    """What tests/test_cuda_compile.py compiles with nvcc: ``(label, source, name expressions)``."""
+    return [("moments", SOURCE, ())]

@@ -134,15 +134,27 @@ def clipped_moments(x, valid=None, passes: int = MOMENT_PASSES):
     """:func:`moments` re-estimated ``passes`` times from the (``valid``) samples within
     :data:`MOMENT_CLIP` σ of the previous mean (samples of a pulse or an RFI burst drop out)."""
     xp = array_namespace(x)
-    if xp is not np:  # one read of x per pass, no temporaries (gwbatch.radio._cuda_moments)
+    if xp is not np:  # one kernel, every pass (gwbatch.radio._cuda_moments)
         from gwbatch.radio._cuda_moments import clipped_moments as on_gpu
 
-        return on_gpu(x, valid, passes, MOMENT_CLIP)
+        mean, std, _, _ = on_gpu(x, valid, passes, MOMENT_CLIP)
+        return mean, std
     mean, std = moments(x, valid)
     for _ in range(passes):
         keep = xp.abs(x - mean[..., None].astype(x.dtype)) <= (MOMENT_CLIP * std)[..., None]
         mean, std = moments(x, keep if valid is None else keep & valid)
     return mean, std
+
+
+def clipped_and_plain_sigma(z) -> tuple[np.ndarray, np.ndarray]:
+    """The clipped σ (:func:`clipped_moments`) and the plain σ (:func:`moments`) of each row of ``z``
+    (host float64); on the GPU from one kernel (the plain moments are its first pass)."""
+    if array_namespace(z) is not np:
+        from gwbatch.radio._cuda_moments import clipped_moments as on_gpu
+
+        _, clipped, _, plain = on_gpu(z, None, MOMENT_PASSES, MOMENT_CLIP)
+        return to_host(clipped), to_host(plain)
+    return to_host(clipped_moments(z)[1]), to_host(moments(z)[1])
 
 
 def block_means(x, window: int):
@@ -151,14 +163,29 @@ def block_means(x, window: int):
     xp = array_namespace(x)
     ntime = x.shape[1]
     nblocks = max(1, round(ntime / window))
-    if nblocks == 1:
-        return clipped_moments(x)[0].astype(xp.float32)[:, None], np.array([(ntime - 1) / 2.0])
     edges = np.round(np.linspace(0, ntime, nblocks + 1)).astype(np.int64)
     lengths = np.diff(edges)
+    centres = edges[:-1] + (lengths - 1) / 2.0
+    if xp is not np:  # every block of every channel in one kernel, read in place (any strides)
+        from gwbatch.radio._cuda_moments import segment_moments
+
+        return segment_moments(x, edges[:-1], lengths, MOMENT_PASSES, MOMENT_CLIP)[0].astype(xp.float32), centres
+    if nblocks == 1:
+        return clipped_moments(x)[0].astype(xp.float32)[:, None], centres
     offsets = np.arange(lengths.max())
     index = np.minimum(edges[:-1, None] + offsets, ntime - 1)
     means, _ = clipped_moments(x[:, xp.asarray(index)], xp.asarray(offsets < lengths[:, None]))
-    return means.astype(xp.float32), edges[:-1] + (lengths - 1) / 2.0
+    return means.astype(xp.float32), centres
+
+
+def interpolation(centres: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where samples ``t`` lie between block ``centres`` (host): the block on the left and the weight
+    of the one on its right (float32), clipped to the outer blocks (one block: 0 and 0)."""
+    if centres.size == 1:
+        return np.zeros(t.size, np.int64), np.zeros(t.size, np.float32)
+    right = np.clip(np.searchsorted(centres, t, side="right"), 1, centres.size - 1)
+    weight = np.clip((t - centres[right - 1]) / (centres[right] - centres[right - 1]), 0.0, 1.0)
+    return right - 1, weight.astype(np.float32)
 
 
 def baseline_at(means, centres: np.ndarray, t: np.ndarray):
@@ -167,10 +194,9 @@ def baseline_at(means, centres: np.ndarray, t: np.ndarray):
     xp = array_namespace(means)
     if centres.size == 1:
         return xp.broadcast_to(means[:, :1], (means.shape[0], t.size))
-    right = np.clip(np.searchsorted(centres, t, side="right"), 1, centres.size - 1)
-    weight = xp.asarray(np.clip((t - centres[right - 1]) / (centres[right] - centres[right - 1]), 0.0, 1.0),
-                        dtype=xp.float32)
-    return means[:, right - 1] * (1 - weight) + means[:, right] * weight
+    left, weight = interpolation(centres, t)
+    weight = xp.asarray(weight)
+    return means[:, left] * (1 - weight) + means[:, left + 1] * weight
 
 
 def running_baseline(x, window: int):
@@ -186,20 +212,13 @@ def running_baseline(x, window: int):
 def normalise(x, means, centres: np.ndarray, scale):
     """``(x - baseline) * scale`` (float32, a new array), the baseline of block ``means`` at ``centres``
     (:func:`baseline_at`), written piece by piece between centres so that no temporary of ``x``'s size
-    is made."""
+    is made; ``scale``: one per channel, ``(channel, 1)``."""
     xp = array_namespace(x)
     ntime = x.shape[1]
-    if xp is not np:  # one fused pass (gwbatch.radio._cuda_moments)
-        from gwbatch.radio._cuda_moments import normalise as fused
+    if xp is not np:  # one pass, from x in place (gwbatch.radio._cuda_moments)
+        from gwbatch.radio._cuda_moments import normalise_rows
 
-        t = np.arange(ntime, dtype=np.float64)
-        if centres.size == 1:
-            left, weight = np.zeros(ntime, np.int32), np.zeros(ntime, np.float32)
-        else:
-            right = np.clip(np.searchsorted(centres, t, side="right"), 1, centres.size - 1)
-            left = right - 1
-            weight = np.clip((t - centres[left]) / (centres[right] - centres[left]), 0.0, 1.0)
-        return fused(x, left, weight, means, scale)
+        return normalise_rows(x, centres, means, scale)
     out = xp.empty(x.shape, dtype=xp.float32)
     cuts = np.unique(np.clip(np.ceil(centres).astype(np.int64), 0, ntime))
     bounds = np.concatenate([[0], cuts, [ntime]])
@@ -225,11 +244,27 @@ def spectral_kurtosis_variance(m: int, d):
     return 2 * d * (d + 1) * m * m / ((m - 1) * (m * d + 2) * (m * d + 3))
 
 
-def spectral_kurtosis_flags(z, eligible: np.ndarray, block: int, sigma: float, fraction: float,
+def sk_sums(x, starts: np.ndarray, m: int, means, centres: np.ndarray, inverse: np.ndarray):
+    """Sums ``s1`` = Σz² and ``s2`` = Σz⁴ (float64 ``(channel, block)``) over the ``m`` samples from each
+    of ``starts`` of every channel of spectra ``x``, ``z`` being the sample less the baseline of block
+    ``means`` at ``centres``, times ``inverse`` (one per channel) in float32, as :func:`normalise`
+    makes it; on the GPU read from ``x`` in place by one kernel."""
+    xp = array_namespace(x)
+    if xp is not np:
+        from gwbatch.radio._cuda_moments import sk_sums as on_gpu
+
+        return on_gpu(x, starts, m, centres, means, np.asarray(inverse, np.float32))
+    picked = (np.asarray(starts, np.int64)[:, None] + np.arange(m)).ravel()
+    z = (x[:, picked] - baseline_at(means, centres, picked.astype(np.float64))) * np.asarray(inverse, np.float32)[:, None]
+    power = z.reshape(x.shape[0], -1, m) ** 2
+    return power.sum(axis=-1, dtype=np.float64), (power * power).sum(axis=-1, dtype=np.float64)
+
+
+def spectral_kurtosis_flags(s1, s2, m: int, eligible: np.ndarray, sigma: float, fraction: float,
                             chunk_sigma: float | None) -> tuple[np.ndarray, float, float]:
-    """Channels (host bool, among ``eligible``) of normalised spectra ``z`` (channel, time; baseline
-    removed) whose spectral kurtosis departs from the others', and the centres it is measured from
-    (blocks, whole chunk).
+    """Channels (host bool, among ``eligible``) whose spectral kurtosis departs from the others', from
+    the sums ``s1``, ``s2`` (:func:`sk_sums`) of blocks of ``m`` normalised samples per channel, and
+    the centres it is measured from (blocks, whole chunk).
 
     SK of the detected samples: a filterbank sample is an average of N = |Δν| tsamp npol powers
     (4096 for Parkes UWL's 4 MHz x 512 µs x 2), Gaussian by the central limit theorem (excess
@@ -238,8 +273,8 @@ def spectral_kurtosis_flags(z, eligible: np.ndarray, block: int, sigma: float, f
     sample z is Gaussian with unknown σ, so z² is gamma-distributed with d = 1/2 (one real degree
     of freedom), whatever N and the offset: :func:`spectral_kurtosis` of z² with d = 1/2 has the
     Nita & Gary expectation 1 and variance ≈ 6 / M (it is (M + 2)(k - 1) / (2 (M - 1)) for the
-    sample kurtosis k = M Σz⁴ / (Σz²)² of a block).  M = ``min(block, ntime)`` samples per block;
-    samples past the last whole block are not tested.  Impulsive RFI gives SK > 1, a sinusoidally
+    sample kurtosis k = M Σz⁴ / (Σz²)² of a block).  M = ``m`` samples per block (the condition's
+    ``min(sk_block, ntime)``, whole blocks only).  Impulsive RFI gives SK > 1, a sinusoidally
     modulated channel SK < 1; steady Gaussian excess noise leaves SK at 1 (:func:`variance_flags`
     sees it).
 
@@ -254,13 +289,8 @@ def spectral_kurtosis_flags(z, eligible: np.ndarray, block: int, sigma: float, f
     of 256, 0.9 % lie beyond +3σ and none below -3σ, so that 3 or more of 16 such blocks are out
     (the defaults' rule for 16 blocks) in 5e-4 of clean channels.
     """
-    xp = array_namespace(z)
-    nchan, ntime = z.shape
-    m = min(block, ntime)
-    power = z[:, : ntime // m * m].reshape(nchan, -1, m) ** 2
-    nblocks = power.shape[1]
-    s1 = power.sum(axis=-1, dtype=xp.float64)
-    s2 = (power * power).sum(axis=-1, dtype=xp.float64)
+    xp = array_namespace(s1, s2)
+    nblocks = s1.shape[1]
     sk = spectral_kurtosis(s1, s2, m, 0.5)
     mean_sk = to_host(sk.mean(axis=1))
     centre = float(np.median(mean_sk[eligible])) if eligible.any() else 1.0
@@ -317,14 +347,14 @@ def clip_samples(spectra, sigma: float):
     return xp.where(outliers, spectra.dtype.type(0), spectra), int(outliers.sum())
 
 
-def _sk_samples(ntime: int, block: int) -> np.ndarray:
-    """The samples SK is measured on: whole blocks of ``min(block, ntime)``, all of them up to
-    :data:`STATS_SAMPLES` samples, else that many spread evenly over the chunk (host int64)."""
+def _sk_starts(ntime: int, block: int) -> tuple[np.ndarray, int]:
+    """The blocks SK is measured on: their first samples (host int64) and their length ``m`` =
+    ``min(block, ntime)``; whole blocks, all of them up to :data:`STATS_SAMPLES` samples, else that
+    many spread evenly over the chunk."""
     m = min(block, ntime)
     n_blocks = ntime // m
     keep = max(1, min(n_blocks, STATS_SAMPLES // m))
-    starts = np.unique(np.round(np.linspace(0, n_blocks - 1, keep)).astype(np.int64)) * m
-    return (starts[:, None] + np.arange(m)).ravel()
+    return np.unique(np.round(np.linspace(0, n_blocks - 1, keep)).astype(np.int64)) * m, m
 
 
 def _window_samples(window: float | None, tsamp: float, ntime: int) -> int:
@@ -353,29 +383,31 @@ def condition_spectra(x, settings: RadioConditioning, tsamp: float, user_mask=No
     ``tsamp`` seconds; ``user_mask`` (bool per channel, True = bad, NumPy or CuPy) is added to the
     flags (module docstring)."""
     xp = array_namespace(x)
+    integers = np.dtype(x.dtype).kind in "biu"  # samples as recorded: every one is finite
     x, user = _checked_inputs(x, tsamp, user_mask, xp)
-    finite = to_host(xp.isfinite(x.sum(axis=1, dtype=xp.float64)))  # a non-finite sample makes the sum so
+    if integers:
+        finite = np.ones(x.shape[0], dtype=bool)
+    else:
+        finite = to_host(xp.isfinite(x.sum(axis=1, dtype=xp.float64)))  # a non-finite sample makes the sum so
     if not finite.all():
         x = xp.where(xp.isfinite(x), x, xp.float32(0))
     ntime = x.shape[1]
     stride = max(1, ntime // STATS_SAMPLES)
     sampled = x[:, ::stride]
     means, centres = block_means(sampled, max(1, round(_window_samples(settings.baseline_window, tsamp, ntime) / stride)))
-    z_sampled = sampled - baseline_at(means, centres, np.arange(sampled.shape[1], dtype=np.float64))
+    z_sampled = normalise(sampled, means, centres, xp.ones((x.shape[0], 1), dtype=xp.float32))
     level = (sampled - z_sampled).mean(axis=1, dtype=xp.float64)  # the baseline's average over the chunk
     centres = centres * stride  # in samples of x
-    sigma = to_host(clipped_moments(z_sampled)[1])
-    plain = to_host(moments(z_sampled)[1])
+    sigma, plain = clipped_and_plain_sigma(z_sampled)
     inverse = np.where(sigma > 0, 1.0 / np.where(sigma > 0, sigma, 1.0), 0.0)
     flags = {"user": user, "dead": ~finite | ~(sigma > 0)}
     eligible = ~user & ~flags["dead"]
     notes = []
     if settings.sk_sigma is not None:
-        picked = _sk_samples(ntime, settings.sk_block)
-        z_picked = (x[:, xp.asarray(picked)] - baseline_at(means, centres, picked.astype(np.float64))) \
-            * xp.asarray(inverse, dtype=xp.float32)[:, None]
+        starts, m = _sk_starts(ntime, settings.sk_block)
+        s1, s2 = sk_sums(x, starts, m, means, centres, inverse)
         flags["SK"], centre, chunk_centre = spectral_kurtosis_flags(
-            z_picked, eligible, settings.sk_block, settings.sk_sigma, settings.sk_fraction, settings.sk_chunk_sigma)
+            s1, s2, m, eligible, settings.sk_sigma, settings.sk_fraction, settings.sk_chunk_sigma)
         notes.append(f"SK centres {centre:.3f} (blocks), {chunk_centre:.3f} (chunk)")
     if settings.variance_sigma is not None:
         flags["variance"] = variance_flags(plain, eligible, settings.variance_sigma)

@@ -177,11 +177,14 @@ def level_passes(plan: DMPlan, subbands: SubbandPlan | None = None) -> tuple[tup
     return tuple(out)
 
 
-def dedisperse(spectra, freqs, tsamp: float, plan: DMPlan, subbands: SubbandPlan | None = None) -> list[DedispersedBlock]:
+def dedisperse(spectra, freqs, tsamp: float, plan: DMPlan, subbands: SubbandPlan | None = None,
+               ladder: dict | None = None) -> list[DedispersedBlock]:
     """Dedisperse ``(nchan, ntime)`` spectra (NumPy or CuPy; float32, normalised by the caller) at
     every trial of ``plan``: one :class:`DedispersedBlock` per decimation level, in increasing
     order, each of ``plan.n_out(ntime, d)`` samples (module docstring); by brute force, or with the
-    two-stage scheme of ``subbands`` (made for this plan).
+    two-stage scheme of ``subbands`` (made for this plan).  ``ladder``: a dict that keeps the
+    decimated spectra by factor, for calls on batches of one plan's trials over the same spectra
+    (each factor is then made once, not once per batch).
 
     Raises
     ------
@@ -201,13 +204,16 @@ def dedisperse(spectra, freqs, tsamp: float, plan: DMPlan, subbands: SubbandPlan
                         f"plan's overlap of {plan.overlap} samples (the delay at DM {plan.dms[-1]:g})")
     if subbands is not None and subbands.plan is not plan:
         raise DataError("the sub-band scheme was made for another DM plan")
-    x = xp.ascontiguousarray(spectra, dtype=xp.float32)
-    ntime = x.shape[1]
-    blocks, factor = [], 1
+    ladder = {} if ladder is None else ladder
+    if 1 not in ladder:
+        ladder[1] = xp.ascontiguousarray(spectra, dtype=xp.float32)
+    ntime = ladder[1].shape[1]
+    blocks = []
     for d, trials, passes in level_passes(plan, subbands):
+        factor = max(f for f in ladder if f <= d)
         while factor < d:
-            x, factor = decimate_pairs(x), factor * 2
-        series = x
+            ladder[2 * factor], factor = decimate_pairs(ladder[factor]), 2 * factor
+        series = ladder[d]
         for step in passes:
             series = shift_add(series, step, plan.n_out(ntime, d))
         blocks.append(DedispersedBlock(plan.dms[trials], trials, d, plan.tsamp * d, series))

@@ -24,8 +24,8 @@ import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.pulse.plan import boxcar_plan
-from gwbatch.pulse.search import PulseSettings, raw_triggers
-from gwbatch.radio.condition import baseline_at, clipped_moments
+from gwbatch.pulse.search import PulseSettings, padded_triggers
+from gwbatch.radio.condition import MOMENT_CLIP, baseline_at, clipped_moments
 
 #: Clipped passes of a trial's block moments after the unclipped one: a pulse of a few percent of a
 #: block is out after the first (the cleaning's spectra take :data:`gwbatch.radio.condition.MOMENT_PASSES`).
@@ -36,33 +36,45 @@ TRIAL_COLUMNS = {"dm_index": "int64", "sample": "int64", "width": "int64", "snr"
 
 
 def block_moments(series, valid, window: int):
-    """Clipped mean and σ of every block of ``window`` samples of every trial of ``series``
-    ``(trials, n)`` (:func:`gwbatch.radio.condition.clipped_moments`: sums, no sorting), as float32
-    ``(trials, blocks)`` with NaN for a block without valid samples (and σ NaN for a block of fewer than
-    half a window's, where a trial has longer ones), and the blocks' centres (host)."""
+    """Clipped mean and σ of every trial of ``series`` ``(trials, n)`` in ``max(1, round(n / window))``
+    near-equal blocks (:func:`gwbatch.radio.condition.clipped_moments`: sums, no sorting), as float32
+    ``(trials, blocks)`` with NaN for a block without valid samples (and σ NaN for a block of fewer
+    than half a window's, where a trial has longer ones), and the blocks' centres (host).  Near-equal,
+    not ``window`` each and a remainder: a last block of a few samples has a mean as noisy as its
+    samples, and the baseline interpolated towards it sent whole stretches of pure noise past S/N 30.
+    On the GPU one kernel reads each block once (:func:`gwbatch.radio._cuda_moments.segment_moments`)."""
     xp = array_namespace(series)
     n_trials, n = series.shape
     window = int(max(1, min(window, n)))
-    n_blocks = -(-n // window)
-    padded = xp.zeros((n_trials, n_blocks * window), dtype=xp.float32)
-    padded[:, :n] = series
-    keep = xp.zeros((n_trials, n_blocks * window), dtype=bool)
-    keep[:, :n] = valid
-    keep = keep.reshape(n_trials, n_blocks, window)
-    mean, std = clipped_moments(padded.reshape(n_trials, n_blocks, window), keep, TRIAL_PASSES)
-    counts = keep.sum(axis=2)
+    n_blocks = max(1, round(n / window))
+    edges = np.round(np.linspace(0, n, n_blocks + 1)).astype(np.int64)
+    starts, lengths = edges[:-1], np.diff(edges)
+    if xp is not np:
+        from gwbatch.radio._cuda_moments import segment_moments
+
+        mean, std, _, _, counts = segment_moments(series, starts, lengths, TRIAL_PASSES, MOMENT_CLIP,
+                                                  valid=xp.ascontiguousarray(valid))
+    else:
+        offsets = np.arange(lengths.max())
+        index = np.minimum(starts[:, None] + offsets, n - 1)
+        keep = np.asarray(valid)[:, index] & (offsets < lengths[:, None])
+        mean, std = clipped_moments(np.asarray(series)[:, index], keep, TRIAL_PASSES)
+        counts = keep.sum(axis=2)
     empty = counts == 0
     # a block of a few samples has a poor σ: only blocks of at least half a window vote on the trial's σ
     std = xp.where((counts < (window + 1) // 2) & (counts.max(axis=1, keepdims=True) >= (window + 1) // 2), xp.nan, std)
-    centres = np.minimum((np.arange(n_blocks) + 0.5) * window - 0.5, n - 1)
+    centres = starts + (lengths - 1) / 2.0
     return (xp.where(empty, xp.nan, mean).astype(xp.float32), xp.where(empty, xp.nan, std).astype(xp.float32),
             centres)
 
 
-def normalise_trials(series, valid, window: int):
+def normalise_trials(series, valid, window: int, out=None):
     """``series`` ``(trials, n)`` less its running baseline, over its σ (module docstring); invalid
-    samples are 0.  Returns the normalised float32 trials and each trial's σ (host)."""
+    samples are 0.  Returns the normalised float32 trials and each trial's σ (host).  ``out``: a
+    float32 ``(trials, >= n)`` array (unit element step) to write them into, its columns past ``n`` set
+    to 0; on the GPU one kernel writes it (:func:`gwbatch.radio._cuda_moments.normalise_rows`)."""
     xp = array_namespace(series)
+    n = series.shape[1]
     means, stds, centres = block_moments(series, valid, window)
     with warnings.catch_warnings():  # a trial without valid samples has no σ (inf below)
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -70,12 +82,22 @@ def normalise_trials(series, valid, window: int):
         sigma = xp.nanmedian(stds, axis=1)  # the blocks' median: one loud block does not set it
     means = xp.nan_to_num(means, nan=0.0)
     sigma = xp.where(xp.isfinite(sigma) & (sigma > 0), sigma, xp.inf)
-    baseline = means if centres.size == 1 else baseline_at(means, centres, np.arange(series.shape[1], dtype=np.float64))
-    out = series - baseline
-    out /= sigma[:, None].astype(xp.float32)
+    if xp is not np:
+        from gwbatch.radio._cuda_moments import normalise_rows
+
+        out = normalise_rows(series, centres, means, sigma.astype(xp.float32), divide=True,
+                             valid=xp.ascontiguousarray(valid), out=out)
+        return out, to_host(sigma).astype(np.float64)
+    baseline = means if centres.size == 1 else baseline_at(means, centres, np.arange(n, dtype=np.float64))
+    z = series - baseline
+    z /= sigma[:, None].astype(xp.float32)
     if not bool(valid.all()):
-        out[~valid] = 0.0
-    return out, to_host(sigma).astype(np.float64)
+        z[~valid] = 0.0
+    if out is not None:
+        out[:, :n] = z
+        out[:, n:] = 0.0
+        z = out
+    return z, to_host(sigma).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -99,19 +121,19 @@ def search_trials(block: TrialBlock, boxcars: PulseSettings, baseline: int) -> p
     n_trials, n = block.series.shape
     if n_trials == 0 or n == 0:
         return pd.DataFrame({k: np.zeros(0, v) for k, v in TRIAL_COLUMNS.items()})
-    normalised, _ = normalise_trials(block.series, block.valid, baseline)
     plan = boxcar_plan(boxcars.decimation)
     unit = 1 << (len(plan.rounds) - 1)  # every trial starts on a sample each round's decimation keeps
     stride = -(-(n + plan.max_width) // unit) * unit
-    laid = xp.zeros((n_trials, stride), dtype=xp.float32)
-    laid[:, :n] = normalised
-    ok = xp.zeros((n_trials, stride), dtype=bool)
+    total = n_trials * stride
+    laid = xp.empty(total + plan.max_width, dtype=xp.float32)  # the trials end to end, then the padding
+    laid[total:] = 0.0
+    normalise_trials(block.series, block.valid, baseline, out=laid[:total].reshape(n_trials, stride))
+    ok = xp.zeros((n_trials, stride), dtype=xp.uint8)
     ok[:, :n] = block.valid
     white = PulseSettings(series="amplitude", threshold=boxcars.threshold, decimation=boxcars.decimation,
                           sigma="white", clip=None, clip_iterations=1, merge_gap=0)
-    start, width, snr, _, _, _ = raw_triggers(laid.ravel(), ok.ravel(), white, moments=(0.0, 1.0))
+    start, width, snr, _ = padded_triggers(laid, ok.ravel(), total, white, 0.0, 1.0)
     trial, at = np.divmod(start, stride)
     d = block.decimation
     return pd.DataFrame({"dm_index": np.asarray(block.dm_index, np.int64)[trial], "sample": at * d,
                          "width": width * d, "snr": snr}).astype(TRIAL_COLUMNS)
-

@@ -55,8 +55,9 @@ TRIGGER_COLUMNS = {"ifo": "str", "dm_index": "int64", "dm": "float64", "sample":
                    "snr": "float64", "chunk": "int64"}
 #: The ``far_kind`` of a FAR from the Gaussian noise model and the trial count.
 NOISE_MODEL = "noise model"
-#: Bytes per read sample and channel of one beam's spectra in flight (float32 raw, conditioned, masks).
-SPECTRA_BYTES = 12
+#: Bytes per read sample and channel of one beam's spectra in flight (float32 raw, conditioned, masks,
+#: and the conditioned spectra decimated by 2, 4, ... that the batches of trials share: 4 more).
+SPECTRA_BYTES = 16
 #: Bytes per output sample of one dedispersed trial in flight (series, normalised copy, laid out, mask).
 TRIAL_BYTES = 16
 MAX_ROUNDS, MAX_WIDTHS_PER_ROUND = 16, 1024
@@ -271,11 +272,11 @@ class RadioSearch:
         those whose boxcar starts in the chunk's own samples, in store samples."""
         own_lo, own_hi = spec.start - spec.read_start, spec.stop - spec.read_start
         freqs = np.asarray(settings.frequencies)
-        frames = []
+        frames, ladder = [], {}  # the decimated spectra, made once for all batches
         for first, plan in settings.batches():
             subbands = None if settings.subbands is None else subband_plan(
                 plan, None if settings.subbands == "auto" else settings.subbands)
-            for block in dedisperse(spectra, freqs, settings.tsamp, plan, subbands):
+            for block in dedisperse(spectra, freqs, settings.tsamp, plan, subbands, ladder):
                 d, n = block.decimation, block.series.shape[1]
                 index = first + np.arange(block.trials.start, block.trials.stop)
                 ok = _trial_valid(_decimated_valid(valid, d), plan, block.dms, d, n, xp)
