@@ -92,11 +92,24 @@ extern "C" __global__ void segment_moments(
     double centre = 0.0, limit = 0.0, mean = 0.0, sd = 0.0;
     for (int p = 0; p <= passes; ++p) {
         double n = 0.0, s1 = 0.0, s2 = 0.0;
-        for (int i = threadIdx.x; i < len; i += THREADS) {
-            const double v = (double)xr[(long long)i * x_step];
-            if ((vr == nullptr || vr[i]) && (p == 0 || fabs(v - centre) <= limit)) {
-                n += 1.0; s1 += v; s2 += v * v;
+        int i = threadIdx.x;
+        for (; i + 3 * THREADS < len; i += 4 * THREADS) {  // four loads in flight before any is used
+            float v[4];
+            bool ok[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                v[u] = __ldg(xr + (long long)(i + u * THREADS) * x_step);
+                ok[u] = vr == nullptr || vr[i + u * THREADS];
             }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const double d = (double)v[u];
+                if (ok[u] && (p == 0 || fabs(d - centre) <= limit)) { n += 1.0; s1 += d; s2 += d * d; }
+            }
+        }
+        for (; i < len; i += THREADS) {
+            const double d = (double)__ldg(xr + (long long)i * x_step);
+            if ((vr == nullptr || vr[i]) && (p == 0 || fabs(d - centre) <= limit)) { n += 1.0; s1 += d; s2 += d * d; }
         }
         block_sum3(n, s1, s2);
         const double m = n > 1.0 ? n : 1.0;
@@ -133,52 +146,64 @@ extern "C" __global__ void normalise_rows(
     int right = 0;
     float weight = 0.0f;
     if (j < n_cols) locate(centres, n_blocks, (double)j, right, weight);
-    const int first = blockIdx.y * ROWS;
-    const int last = first + ROWS < n_rows ? first + ROWS : n_rows;
-    for (long long row = first; row < last; ++row) {
-        float v = 0.0f;
-        unsigned char ok = 0;
-        if (j < n_cols) {
-            ok = valid ? valid[row * valid_pitch + j] : 1;
-            if (ok) {
-                const float d = __fsub_rn(__ldg(x + row * x_pitch + (long long)j * x_step),
-                                          baseline(means + row * n_blocks, right, weight));
-                const float s = scale[row];
-                v = divide ? __fdiv_rn(d, s) : __fmul_rn(d, s);
+    const long long first = (long long)blockIdx.y * ROWS;
+    unsigned char ok[ROWS];
+    float xv[ROWS];
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k)  // every row's loads in flight before any is used
+        ok[k] = first + k < n_rows && j < n_cols ? (valid ? valid[(first + k) * valid_pitch + j] : 1) : 0;
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k)
+        xv[k] = ok[k] ? __ldg(x + (first + k) * x_pitch + (long long)j * x_step) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) {
+        const long long row = first + k;
+        if (row < n_rows) {
+            float v = 0.0f;
+            if (ok[k]) {
+                const float d = __fsub_rn(xv[k], baseline(means + row * n_blocks, right, weight));
+                v = divide ? __fdiv_rn(d, scale[row]) : __fmul_rn(d, scale[row]);
             }
+            out[row * out_pitch + j] = v;
+            if (valid_out) valid_out[row * out_pitch + j] = ok[k];
         }
-        out[row * out_pitch + j] = v;
-        if (valid_out) valid_out[row * out_pitch + j] = ok;
     }
 }
 
-// Spectral-kurtosis sums of block blockIdx.x of row blockIdx.y: p = z * z (float32) of the m samples
-// t from block_start[b], z = (x - baseline(t)) * inv[row] as normalise_rows makes it; s1 = sum p,
+// Spectral-kurtosis sums of row blockIdx.x, one warp per block b of m samples t from block_start[b]:
+// p = z * z (float32), z = (x - baseline(t)) * inv[row] as normalise_rows makes it; s1 = sum p,
 // s2 = sum p * p in float64.
 extern "C" __global__ void sk_sums(
     const float* __restrict__ x, long long x_pitch, const long long* __restrict__ block_start, int m,
     const double* __restrict__ centres, const float* __restrict__ means, int n_blocks,
     const float* __restrict__ inv, int n_sk, double* __restrict__ s1_out, double* __restrict__ s2_out)
 {
-    const long long row = blockIdx.y;
-    const int b = blockIdx.x;
+    const long long row = blockIdx.x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float* mr = means + row * n_blocks;
+    const float* xr = x + row * x_pitch;
     const float s = inv[row];
-    double s1 = 0.0, s2 = 0.0, unused = 0.0;
-    for (int i = threadIdx.x; i < m; i += THREADS) {
-        const long long t = block_start[b] + i;
-        int right;
-        float weight;
-        locate(centres, n_blocks, (double)t, right, weight);
-        const float z = __fmul_rn(__fsub_rn(x[row * x_pitch + t], baseline(mr, right, weight)), s);
-        const float p = __fmul_rn(z, z);
-        s1 += (double)p;
-        s2 += (double)__fmul_rn(p, p);
-    }
-    block_sum3(s1, s2, unused);
-    if (threadIdx.x == 0) {
-        s1_out[row * n_sk + b] = s1;
-        s2_out[row * n_sk + b] = s2;
+    for (int b = warp; b < n_sk; b += THREADS / 32) {
+        const long long t0 = block_start[b];
+        double s1 = 0.0, s2 = 0.0;
+        for (int i = lane; i < m; i += 32) {
+            const long long t = t0 + i;
+            int right;
+            float weight;
+            locate(centres, n_blocks, (double)t, right, weight);
+            const float z = __fmul_rn(__fsub_rn(__ldg(xr + t), baseline(mr, right, weight)), s);
+            const float p = __fmul_rn(z, z);
+            s1 += (double)p;
+            s2 += (double)__fmul_rn(p, p);
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            s1 += __shfl_down_sync(0xffffffffu, s1, off);
+            s2 += __shfl_down_sync(0xffffffffu, s2, off);
+        }
+        if (lane == 0) {
+            s1_out[row * n_sk + b] = s1;
+            s2_out[row * n_sk + b] = s2;
+        }
     }
 }
 """
@@ -288,7 +313,7 @@ def sk_sums(x, block_starts: np.ndarray, m: int, centres: np.ndarray, means, inv
     means = _device(means, cupy.float32)
     s1, s2 = cupy.empty((rows, n_sk), cupy.float64), cupy.empty((rows, n_sk), cupy.float64)
     _kernel("sk_sums")(
-        (n_sk, rows), (THREADS,),
+        (rows,), (THREADS,),
         (x, np.int64(pitch), _device(block_starts, cupy.int64), np.int32(m), _device(centres, cupy.float64), means,
          np.int32(means.shape[1]), _device(inverse, cupy.float32).ravel(), np.int32(n_sk), s1, s2))
     return s1, s2

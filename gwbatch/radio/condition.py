@@ -199,6 +199,18 @@ def baseline_at(means, centres: np.ndarray, t: np.ndarray):
     return means[:, left] * (1 - weight) + means[:, left + 1] * weight
 
 
+def baseline_level(means, centres: np.ndarray, n: int):
+    """The average of :func:`baseline_at` over samples ``0 .. n - 1`` (float64 per channel): block
+    ``means`` times each block's share of the interpolation weights (one small product, not a pass
+    over the samples)."""
+    xp = array_namespace(means)
+    left, weight = interpolation(centres, np.arange(n, dtype=np.float64))
+    weight = weight.astype(np.float64)
+    share = np.bincount(left, 1.0 - weight, minlength=centres.size)
+    share += np.bincount(np.minimum(left + 1, centres.size - 1), weight, minlength=centres.size)
+    return means.astype(xp.float64) @ xp.asarray(share / n)
+
+
 def running_baseline(x, window: int):
     """Baseline of each channel of ``x`` (float32, broadcastable to ``x``): the clipped mean of each
     of ``max(1, round(ntime / window))`` near-equal blocks, linearly interpolated between block
@@ -393,10 +405,10 @@ def condition_spectra(x, settings: RadioConditioning, tsamp: float, user_mask=No
         x = xp.where(xp.isfinite(x), x, xp.float32(0))
     ntime = x.shape[1]
     stride = max(1, ntime // STATS_SAMPLES)
-    sampled = x[:, ::stride]
+    sampled = xp.ascontiguousarray(x[:, ::stride])  # one strided read; the statistics' passes read this
     means, centres = block_means(sampled, max(1, round(_window_samples(settings.baseline_window, tsamp, ntime) / stride)))
     z_sampled = normalise(sampled, means, centres, xp.ones((x.shape[0], 1), dtype=xp.float32))
-    level = (sampled - z_sampled).mean(axis=1, dtype=xp.float64)  # the baseline's average over the chunk
+    level = baseline_level(means, centres, sampled.shape[1])
     centres = centres * stride  # in samples of x
     sigma, plain = clipped_and_plain_sigma(z_sampled)
     inverse = np.where(sigma > 0, 1.0 / np.where(sigma > 0, sigma, 1.0), 0.0)

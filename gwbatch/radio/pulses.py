@@ -68,11 +68,12 @@ def block_moments(series, valid, window: int):
             centres)
 
 
-def normalise_trials(series, valid, window: int, out=None):
+def normalise_trials(series, valid, window: int, out=None, valid_out=None):
     """``series`` ``(trials, n)`` less its running baseline, over its σ (module docstring); invalid
     samples are 0.  Returns the normalised float32 trials and each trial's σ (host).  ``out``: a
     float32 ``(trials, >= n)`` array (unit element step) to write them into, its columns past ``n`` set
-    to 0; on the GPU one kernel writes it (:func:`gwbatch.radio._cuda_moments.normalise_rows`)."""
+    to 0, and ``valid_out`` (uint8, ``out``'s layout) the mask, 0 past ``n``; on the GPU one kernel
+    writes both (:func:`gwbatch.radio._cuda_moments.normalise_rows`)."""
     xp = array_namespace(series)
     n = series.shape[1]
     means, stds, centres = block_moments(series, valid, window)
@@ -86,7 +87,7 @@ def normalise_trials(series, valid, window: int, out=None):
         from gwbatch.radio._cuda_moments import normalise_rows
 
         out = normalise_rows(series, centres, means, sigma.astype(xp.float32), divide=True,
-                             valid=xp.ascontiguousarray(valid), out=out)
+                             valid=xp.ascontiguousarray(valid), out=out, valid_out=valid_out)
         return out, to_host(sigma).astype(np.float64)
     baseline = means if centres.size == 1 else baseline_at(means, centres, np.arange(n, dtype=np.float64))
     z = series - baseline
@@ -97,6 +98,9 @@ def normalise_trials(series, valid, window: int, out=None):
         out[:, :n] = z
         out[:, n:] = 0.0
         z = out
+    if valid_out is not None:
+        valid_out[:, :n] = valid
+        valid_out[:, n:] = 0
     return z, to_host(sigma).astype(np.float64)
 
 
@@ -127,9 +131,8 @@ def search_trials(block: TrialBlock, boxcars: PulseSettings, baseline: int) -> p
     total = n_trials * stride
     laid = xp.empty(total + plan.max_width, dtype=xp.float32)  # the trials end to end, then the padding
     laid[total:] = 0.0
-    normalise_trials(block.series, block.valid, baseline, out=laid[:total].reshape(n_trials, stride))
-    ok = xp.zeros((n_trials, stride), dtype=xp.uint8)
-    ok[:, :n] = block.valid
+    ok = xp.empty((n_trials, stride), dtype=xp.uint8)
+    normalise_trials(block.series, block.valid, baseline, out=laid[:total].reshape(n_trials, stride), valid_out=ok)
     white = PulseSettings(series="amplitude", threshold=boxcars.threshold, decimation=boxcars.decimation,
                           sigma="white", clip=None, clip_iterations=1, merge_gap=0)
     start, width, snr, _ = padded_triggers(laid, ok.ravel(), total, white, 0.0, 1.0)
