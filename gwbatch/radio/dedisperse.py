@@ -166,7 +166,7 @@ def subband_passes(scheme: SubbandPlan, trials: slice, decimation: int) -> tuple
             ShiftAdd(local.astype(np.int32), n_nominal, stage2.astype(np.int32)))
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=64)  # a search's batches (dm_batch) each have a plan: all stay cached
 def level_passes(plan: DMPlan, subbands: SubbandPlan | None = None) -> tuple[tuple[int, slice, tuple[ShiftAdd, ...]], ...]:
     """Per decimation level ``(decimation, trials, passes)``: one brute-force pass, or the two
     sub-band stages (host tables, made once per plan)."""

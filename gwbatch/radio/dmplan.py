@@ -287,3 +287,18 @@ def subband_plan(plan: DMPlan, nsub: int | None = None, tolerance: float = 1.1) 
     for value in (nominal, nominal_dms):
         value.setflags(write=False)
     return SubbandPlan(plan, int(nsub), float(tolerance), nominal, nominal_dms)
+
+
+def dm_batches(plan: DMPlan, size: int, subbands: int | str | None = None) -> tuple[tuple[int, DMPlan, SubbandPlan | None], ...]:
+    """The plan in batches of at most ``size`` trials of one decimation level, each ``(first trial,
+    its own plan, its sub-band scheme)``: none with ``subbands=None`` (brute force), the scheme of
+    fewest additions with ``"auto"``, else ``subbands`` sub-bands (:func:`subband_plan`).  Made once
+    per search (the schemes' choice tries every divisor of the channel count)."""
+    out = []
+    for _, trials in plan.levels:
+        for first in range(trials.start, trials.stop, size):
+            take = slice(first, min(trials.stop, first + size))
+            part = DMPlan(plan.dms[take], plan.decimation[take], plan.tolerance, plan.pulse_width, plan.freqs, plan.tsamp)
+            scheme = None if subbands is None else subband_plan(part, None if subbands == "auto" else int(subbands))
+            out.append((first, part, scheme))
+    return tuple(out)

@@ -22,6 +22,7 @@ count against noise-only data.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
@@ -45,7 +46,7 @@ from gwbatch.pulse.search import PulseSettings
 from gwbatch.radio.candidates import cluster_triggers, effective_trials, flag_rfi, time_inf, time_top, undispersed
 from gwbatch.radio.condition import RadioConditioning, condition_spectra
 from gwbatch.radio.dedisperse import dedisperse
-from gwbatch.radio.dmplan import DMPlan, dm_plan, subband_plan, subband_sweep_per_dm
+from gwbatch.radio.dmplan import DMPlan, dm_batches, dm_plan, subband_sweep_per_dm
 from gwbatch.radio.pulses import TrialBlock, search_trials
 from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
 from gwbatch.searches.common import ChunkRun, ChunkSeries
@@ -158,16 +159,11 @@ class RadioSettings:
     subbands: int | str | None
     network: NetworkSettings
 
-    def batches(self) -> list[tuple[int, DMPlan]]:
-        """The DM plan in batches of at most ``dm_batch`` trials of one decimation level: ``(first trial,
-        the batch's own plan)``."""
-        plan, out = self.dm_plan, []
-        for _, trials in plan.levels:
-            for first in range(trials.start, trials.stop, self.dm_batch):
-                take = slice(first, min(trials.stop, first + self.dm_batch))
-                out.append((first, DMPlan(plan.dms[take], plan.decimation[take], plan.tolerance, plan.pulse_width,
-                                          plan.freqs, plan.tsamp)))
-        return out
+    @cached_property
+    def batches(self) -> tuple[tuple[int, DMPlan, object], ...]:
+        """The DM plan in batches of at most ``dm_batch`` trials of one decimation level, with their
+        sub-band schemes (:func:`gwbatch.radio.dmplan.dm_batches`), made once per settings object."""
+        return dm_batches(self.dm_plan, self.dm_batch, self.subbands)
 
     @property
     def tsamp(self) -> float:
@@ -273,9 +269,7 @@ class RadioSearch:
         own_lo, own_hi = spec.start - spec.read_start, spec.stop - spec.read_start
         freqs = np.asarray(settings.frequencies)
         frames, ladder = [], {}  # the decimated spectra, made once for all batches
-        for first, plan in settings.batches():
-            subbands = None if settings.subbands is None else subband_plan(
-                plan, None if settings.subbands == "auto" else settings.subbands)
+        for first, plan, subbands in settings.batches:
             for block in dedisperse(spectra, freqs, settings.tsamp, plan, subbands, ladder):
                 d, n = block.decimation, block.series.shape[1]
                 index = first + np.arange(block.trials.start, block.trials.stop)
