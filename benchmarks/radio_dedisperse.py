@@ -76,14 +76,15 @@ def end_to_end(x, freqs, tsamp: float, plan, scheme) -> int:
     return search_blocks(dedisperse(cond.spectra, freqs, tsamp, plan, scheme))
 
 
-def end_to_end_batched(x, freqs, tsamp: float, batches) -> int:
+def end_to_end_batched(x, freqs, tsamp: float, batches, n_new: int) -> int:
     """The same as the radio search runs it: the plan in ``dm_batch`` batches
     (:func:`gwbatch.radio.dmplan.dm_batches`, each with its own sub-band scheme), the decimated
-    spectra shared by the batches; the number of triggers."""
+    spectra shared by the batches, every batch's outputs limited to the block's ``n_new`` samples;
+    the number of triggers."""
     cond = condition_spectra(x, RadioConditioning(), tsamp)
     ladder, found = {}, 0
     for _, part, scheme in batches:
-        found += search_blocks(dedisperse(cond.spectra, freqs, tsamp, part, scheme, ladder))
+        found += search_blocks(dedisperse(cond.spectra, freqs, tsamp, part, scheme, ladder, n_new))
     return found
 
 QUICK = {"nchan": 256, "fch1": 1500.0, "bandwidth": 256.0, "tsamp": 128e-6, "dm_max": 300.0, "seconds": 1.0,
@@ -170,7 +171,7 @@ def main() -> None:
                                                          args.repeat, xp), span, scheme.adds_per_second, span))
     batches = dm_batches(plan, args.dm_batch, "auto")
     rows.append(row("search in dm_batch batches", median_seconds(
-        lambda: end_to_end_batched(x, freqs, args.tsamp, batches), args.repeat, xp), span, scheme.adds_per_second, span))
+        lambda: end_to_end_batched(x, freqs, args.tsamp, batches, n_new), args.repeat, xp), span, scheme.adds_per_second, span))
     if args.backend == "cupy":
         rows.append(row("plain CuPy peer", plain_peer_seconds(xp, x, plan, args.peer_trials, args.repeat), span,
                         plan.adds_per_second, span))

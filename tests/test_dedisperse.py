@@ -269,6 +269,36 @@ def test_subband_scheme_within_its_stated_loss():
         assert max(values) <= stated[w][0] and np.mean(values) <= stated[w][1], (w, values)
 
 
+def test_batches_with_a_limit_and_a_shared_ladder_equal_the_whole_plan():
+    """The radio search's path: the plan in batches (dm_batches, brute force and sub-bands), the
+    decimated spectra shared (ladder), outputs limited to what the chunk needs: ceil(limit / d)
+    samples a trial, and by brute force every trial equal to the whole plan's, bit for bit."""
+    from gwbatch.radio.dmplan import dm_batches
+
+    rng = np.random.default_rng(3)
+    freqs = 1500.0 - 2.0 * np.arange(64)
+    tsamp = 256e-6
+    plan = dm_plan(freqs, tsamp, 0.0, 400.0)
+    assert len(plan.levels) >= 3
+    x = rng.standard_normal((64, plan.overlap + 3000)).astype(np.float32)
+    limit = 2900
+    for subbands in (None, 8):
+        whole = {b.decimation: b.series for b in dedisperse(x, freqs, tsamp, plan,
+                                                            None if subbands is None else subband_plan(plan, 8))}
+        ladder = {}
+        batches = dm_batches(plan, 7, subbands)
+        assert len(batches) > len(plan.levels)
+        for first, part, scheme in batches:
+            for block in dedisperse(x, freqs, tsamp, part, scheme, ladder, limit):
+                d = block.decimation
+                assert block.series.shape[1] == -(-limit // d)
+                if subbands is None:  # sub-band schemes group a batch's trials on their own
+                    start = first - dict(plan.levels)[d].start
+                    rows = slice(start, start + part.ndm)
+                    np.testing.assert_array_equal(block.series, whole[d][rows, : block.series.shape[1]])
+        assert set(ladder) >= {d for d, _ in plan.levels}
+
+
 def test_dedisperse_refuses_spectra_that_do_not_fit_the_plan(tutorial):
     x, freqs, tsamp = tutorial
     plan = DMPlan.fixed(freqs, tsamp, 30.0)

@@ -178,13 +178,15 @@ def level_passes(plan: DMPlan, subbands: SubbandPlan | None = None) -> tuple[tup
 
 
 def dedisperse(spectra, freqs, tsamp: float, plan: DMPlan, subbands: SubbandPlan | None = None,
-               ladder: dict | None = None) -> list[DedispersedBlock]:
+               ladder: dict | None = None, limit: int | None = None) -> list[DedispersedBlock]:
     """Dedisperse ``(nchan, ntime)`` spectra (NumPy or CuPy; float32, normalised by the caller) at
     every trial of ``plan``: one :class:`DedispersedBlock` per decimation level, in increasing
-    order, each of ``plan.n_out(ntime, d)`` samples (module docstring); by brute force, or with the
+    order, each of ``plan.n_out(ntime, d)`` samples (fewer with ``limit``; module docstring); by brute force, or with the
     two-stage scheme of ``subbands`` (made for this plan).  ``ladder``: a dict that keeps the
     decimated spectra by factor, for calls on batches of one plan's trials over the same spectra
-    (each factor is then made once, not once per batch).
+    (each factor is then made once, not once per batch).  ``limit``: at most the outputs that cover
+    this many full-rate samples (``ceil(limit / d)`` at decimation ``d``): a batch of low DMs has a
+    smaller overlap than the spectra were read for, and its outputs past the chunk are not needed.
 
     Raises
     ------
@@ -214,7 +216,8 @@ def dedisperse(spectra, freqs, tsamp: float, plan: DMPlan, subbands: SubbandPlan
         while factor < d:
             ladder[2 * factor], factor = decimate_pairs(ladder[factor]), 2 * factor
         series = ladder[d]
+        n_out = plan.n_out(ntime, d) if limit is None else min(plan.n_out(ntime, d), -(-int(limit) // d))
         for step in passes:
-            series = shift_add(series, step, plan.n_out(ntime, d))
+            series = shift_add(series, step, n_out)
         blocks.append(DedispersedBlock(plan.dms[trials], trials, d, plan.tsamp * d, series))
     return blocks

@@ -269,8 +269,9 @@ class RadioSearch:
         own_lo, own_hi = spec.start - spec.read_start, spec.stop - spec.read_start
         freqs = np.asarray(settings.frequencies)
         frames, ladder = [], {}  # the decimated spectra, made once for all batches
+        needed = own_hi + settings.widest  # boxcars starting in the chunk, at their widest
         for first, plan, subbands in settings.batches:
-            for block in dedisperse(spectra, freqs, settings.tsamp, plan, subbands, ladder):
+            for block in dedisperse(spectra, freqs, settings.tsamp, plan, subbands, ladder, needed):
                 d, n = block.decimation, block.series.shape[1]
                 index = first + np.arange(block.trials.start, block.trials.stop)
                 ok = _trial_valid(_decimated_valid(valid, d), plan, block.dms, d, n, xp)
