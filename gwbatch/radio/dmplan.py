@@ -153,6 +153,14 @@ class SubbandPlan:
         """The largest dispersion sweep across one sub-band per unit DM, seconds."""
         return subband_sweep_per_dm(self.plan.freqs, self.nsub)
 
+    def subset(self, take: slice, part: DMPlan) -> SubbandPlan:
+        """The scheme of trials ``take`` of the plan (``part``: their own plan): the same nominal DMs,
+        so that batches of a plan dedisperse exactly as the whole plan does (a group cut by a batch
+        boundary has its stage 1 made in both)."""
+        nominal = self.nominal[take]
+        first = int(nominal[0])
+        return SubbandPlan(part, self.nsub, self.tolerance, nominal - first, self.nominal_dms[first: int(nominal[-1]) + 1])
+
 
 def subband_sweep_per_dm(freqs: np.ndarray, nsub: int) -> float:
     """The largest dispersion sweep across one of ``nsub`` equal sub-bands per unit DM, seconds."""
@@ -291,14 +299,14 @@ def subband_plan(plan: DMPlan, nsub: int | None = None, tolerance: float = 1.1) 
 
 def dm_batches(plan: DMPlan, size: int, subbands: int | str | None = None) -> tuple[tuple[int, DMPlan, SubbandPlan | None], ...]:
     """The plan in batches of at most ``size`` trials of one decimation level, each ``(first trial,
-    its own plan, its sub-band scheme)``: none with ``subbands=None`` (brute force), the scheme of
-    fewest additions with ``"auto"``, else ``subbands`` sub-bands (:func:`subband_plan`).  Made once
-    per search (the schemes' choice tries every divisor of the channel count)."""
+    its own plan, its sub-band scheme)``: none with ``subbands=None`` (brute force), else the whole
+    plan's scheme (:func:`subband_plan`: the fewest additions with ``"auto"``, else ``subbands``
+    sub-bands) restricted to the batch (:meth:`SubbandPlan.subset`).  Made once per search."""
+    scheme = None if subbands is None else subband_plan(plan, None if subbands == "auto" else int(subbands))
     out = []
     for _, trials in plan.levels:
         for first in range(trials.start, trials.stop, size):
             take = slice(first, min(trials.stop, first + size))
             part = DMPlan(plan.dms[take], plan.decimation[take], plan.tolerance, plan.pulse_width, plan.freqs, plan.tsamp)
-            scheme = None if subbands is None else subband_plan(part, None if subbands == "auto" else int(subbands))
-            out.append((first, part, scheme))
+            out.append((first, part, None if scheme is None else scheme.subset(take, part)))
     return tuple(out)
