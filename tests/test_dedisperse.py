@@ -299,6 +299,23 @@ def test_batches_with_a_limit_and_a_shared_ladder_equal_the_whole_plan():
         assert set(ladder) >= {d for d, _ in plan.levels}
 
 
+def test_memory_estimate_counts_the_largest_stage1_buffer():
+    """The radio search's memory estimate adds each batch's stage-1 buffer: its rows per full-rate
+    sample are the rows stage 1 really makes (nsub x the batch's nominal DMs) over the decimation,
+    and brute force adds none."""
+    from gwbatch.radio.dmplan import dm_batches, stage1_rows
+
+    freqs = 1670.0 - 810.0 / 256 * np.arange(256)
+    plan = dm_plan(freqs, 64e-6, 0.0, 1000.0)
+    batches = dm_batches(plan, 64, "auto")
+    made = []
+    for _, part, scheme in batches:
+        (d, _, (stage1, _)), = level_passes(part, scheme)
+        made.append(stage1.row_base.size / d)
+    assert stage1_rows(batches) == max(made) > 0
+    assert stage1_rows(dm_batches(plan, 64, None)) == 0.0
+
+
 def test_dedisperse_refuses_spectra_that_do_not_fit_the_plan(tutorial):
     x, freqs, tsamp = tutorial
     plan = DMPlan.fixed(freqs, tsamp, 30.0)

@@ -297,12 +297,27 @@ def subband_plan(plan: DMPlan, nsub: int | None = None, tolerance: float = 1.1) 
     return SubbandPlan(plan, int(nsub), float(tolerance), nominal, nominal_dms)
 
 
+@functools.lru_cache(maxsize=16)
+def whole_scheme(plan: DMPlan, subbands: int | str) -> SubbandPlan:
+    """The plan's sub-band scheme for the setting ``subbands`` (``"auto"``: fewest additions, else a
+    sub-band count), made once per plan object (choosing ``"auto"`` tries every divisor of the
+    channel count)."""
+    return subband_plan(plan, None if subbands == "auto" else int(subbands))
+
+
+def stage1_rows(batches) -> float:
+    """The most sub-band rows per full-rate sample that stage 1 of any batch holds at once
+    (``nsub`` × its nominal DMs, over its decimation): what its buffer adds to a batch's memory."""
+    return max((scheme.nsub * scheme.nominal_dms.size / int(part.decimation[0])
+                for _, part, scheme in batches if scheme is not None), default=0.0)
+
+
 def dm_batches(plan: DMPlan, size: int, subbands: int | str | None = None) -> tuple[tuple[int, DMPlan, SubbandPlan | None], ...]:
     """The plan in batches of at most ``size`` trials of one decimation level, each ``(first trial,
     its own plan, its sub-band scheme)``: none with ``subbands=None`` (brute force), else the whole
     plan's scheme (:func:`subband_plan`: the fewest additions with ``"auto"``, else ``subbands``
     sub-bands) restricted to the batch (:meth:`SubbandPlan.subset`).  Made once per search."""
-    scheme = None if subbands is None else subband_plan(plan, None if subbands == "auto" else int(subbands))
+    scheme = None if subbands is None else whole_scheme(plan, subbands)
     out = []
     for _, trials in plan.levels:
         for first in range(trials.start, trials.stop, size):

@@ -46,7 +46,7 @@ from gwbatch.pulse.search import PulseSettings
 from gwbatch.radio.candidates import cluster_triggers, effective_trials, flag_rfi, time_inf, time_top, undispersed
 from gwbatch.radio.condition import RadioConditioning, condition_spectra
 from gwbatch.radio.dedisperse import dedisperse
-from gwbatch.radio.dmplan import DMPlan, dm_batches, dm_plan, subband_sweep_per_dm
+from gwbatch.radio.dmplan import DMPlan, dm_batches, dm_plan, stage1_rows, subband_sweep_per_dm
 from gwbatch.radio.pulses import TrialBlock, search_trials
 from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
 from gwbatch.searches.common import ChunkRun, ChunkSeries
@@ -227,9 +227,11 @@ class RadioSearch:
         return settings.widest / settings.sample_rate / 4.0
 
     def work_bytes(self, settings: RadioSettings, read_samples: int) -> int:
-        """One beam at a time: its spectra, and one batch of trials at the full rate (an upper bound)."""
+        """One beam at a time: its spectra, one batch of trials at the full rate (an upper bound),
+        and with sub-bands the largest batch's stage-1 buffer (float32 sub-band rows)."""
         batch = min(settings.dm_batch, settings.dm_plan.ndm)
-        return int(SPECTRA_BYTES * len(settings.frequencies) * read_samples + TRIAL_BYTES * batch * read_samples)
+        return int(SPECTRA_BYTES * len(settings.frequencies) * read_samples + TRIAL_BYTES * batch * read_samples
+                   + 4 * stage1_rows(settings.batches) * read_samples)
 
     def task_cost(self, settings: RadioSettings, read_samples: int) -> float:
         return float(len(settings.ifos) * read_samples * len(settings.frequencies)
