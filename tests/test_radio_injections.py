@@ -202,13 +202,10 @@ def test_radio_search_finds_pulses_in_real_parkes_noise(parkes_store, tmp_path):
     top-of-band arrival, and not flagged RFI); at least 90 % of the found within one DM step: their
     candidate's trial is the plan's trial nearest the injected DM or one of its two neighbours; the
     median recovered / injected S/N within 15 %, and every pulse within 35 % (3.5 σ: a boxcar S/N
-    carries unit noise, 10 % at S/N 10).  Measured: 25 of 25 found (the one at DM 165 and 0.47 s
-    coincides with a broadband RFI burst and was lost into its cluster by an earlier version of the
-    trial normalisation); 24 of 25 at the nearest trial or a neighbour (22 within one trial spacing
-    of the injected DM), the other two trials away (DM 101 found at 102.9, S/N 8.2: its sweep ends
-    0.05 s before the end of the file); recovered / injected S/N median 1.02, 0.75 to 1.16, 22 of 25
-    within 15 % (the lowest is the DM 248 pulse, whose trial has 190 valid samples); |dt| at most
-    0.8 ms."""
+    carries unit noise, 10 % at S/N 10).  Measured with the trials' baseline in near-equal blocks: 24
+    of 25 found; 23 of 24 at the nearest trial or a neighbour (DM error median 0.24, at most 3.3
+    pc/cm³); recovered / injected S/N median 1.01, 0.74 to 1.11, 21 of 24 within 15 %.  (Before, with
+    blocks of exactly the baseline and a remainder: 25 of 25, S/N median 1.02, 0.75 to 1.16.)"""
     runs = []
     for seed in (1, 2, 3, 5, 6):
         store, run = tmp_path / f"pulses{seed}.zarr", tmp_path / f"run{seed}"
