@@ -275,3 +275,15 @@ def test_rung_templates_are_grouped_into_layouts_that_hold_them():
     assert f * w <= 2  # the one-filter templates share no layout with the wide ones
     assert [layout for layout, _ in group_by_layout(np.full(500, 20), 1 << 18)] == [cheapest_layout(20)]
     assert cheapest_layout(700) == (16, 32)  # beyond one warp: the widest, in parts
+
+
+def test_half_band_is_scipys_kaiser_design_bit_for_bit():
+    """The ladder's FIR, designed without scipy.signal (so the bank build does not import it), equals
+    ``firwin(kaiserord(...))`` exactly: the filters and every multi-rate output stay as they were."""
+    import math
+
+    from scipy.signal import firwin, kaiserord
+
+    numtaps, beta = kaiserord(mr.ATTENUATION_DB, 1.0 - mr.PASSBAND)
+    numtaps = 4 * math.ceil((numtaps - 1) / 4) + 1
+    np.testing.assert_array_equal(mr.HALF_BAND, firwin(numtaps, 0.5, window=("kaiser", beta)))

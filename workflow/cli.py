@@ -259,7 +259,7 @@ def cmd_bank(args) -> int:
     from gwbatch.config import ClusterConfig, load_bank_config
     from gwbatch.io.banks import save_bank
     from gwbatch.spiir.cache import build_bank
-    from workflow.prepare import cpu_workers
+    from workflow.cpu_workers import cpu_workers
 
     if len(args.paths) != 1 or args.out is None:
         raise ConfigError(f"bank {args.action} takes one bank YAML file and --out FILE.h5")

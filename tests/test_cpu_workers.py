@@ -1,4 +1,4 @@
-"""Preparation on forked local CPU workers (:mod:`workflow.forked`): every result, failures named,
+"""Preparation on forked local CPU workers (:mod:`workflow.cpu_workers`): every result, failures named,
 and a bank built on them identical to one built in process."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gwbatch.errors import GwbatchError
-from workflow.forked import forked_map
+from workflow.cpu_workers import forked_map
 
 REPO = Path(__file__).resolve().parents[1]
 
