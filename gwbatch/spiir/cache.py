@@ -29,7 +29,7 @@ from gwbatch.errors import GwbatchError
 from gwbatch.io.banks import load_bank, read_bank_file, read_bank_psd, save_bank
 from gwbatch.io.span import read_span
 from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place, template_duration
-from gwbatch.waveforms import Template
+from gwbatch.waveforms import Template, load_approximant
 
 log = logging.getLogger("gwbatch")
 BATCH = 8  # templates per task: a few seconds of work for BNS, well above Dask's per-task overhead
@@ -131,6 +131,7 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, parallel: Callable = in_pro
     if path is not None and path.exists():
         log.info("bank %s: cached at %s", cfg.name, path)
         return load_bank(path), path
+    load_approximant(cfg.approximant)  # a bad name fails here; forked workers inherit the generator
     log.info("bank %s: building %d templates for %s", cfg.name, len(templates), psd.source)
     # Longest first (the map runs items in the order given): a bank's templates differ twentyfold in
     # cost, and in placement order a long batch started last kept one worker busy while the rest idled.

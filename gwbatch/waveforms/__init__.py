@@ -12,6 +12,7 @@ rfft grid ``f_k = k * delta_f``, so SNR normalisation and horizon distances foll
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 
@@ -62,7 +63,17 @@ def frequency_domain(approximant: str, template: Template, n_freq: int, delta_f:
     return _lal_frequency_domain(approximant, template, n_freq, delta_f, f_low)
 
 
-def _lal_frequency_domain(approximant: str, t: Template, n_freq: int, delta_f: float, f_low: float) -> np.ndarray:
+def load_approximant(approximant: str):
+    """Check ``approximant`` and load its generator once per process: None for the built-in ones,
+    else ``(lal, lalsimulation, code)``.  A bank build calls it before starting its workers, so a
+    bad name fails at once and forked workers inherit LALSimulation instead of each importing it."""
+    if approximant in BUILTIN:
+        return None
+    return _lal_approximant(approximant)
+
+
+@functools.cache
+def _lal_approximant(approximant: str):
     try:
         import lal
         import lalsimulation as ls
@@ -76,6 +87,11 @@ def _lal_frequency_domain(approximant: str, t: Template, n_freq: int, delta_f: f
         raise ConfigError(f"unknown approximant {approximant!r} (not built in, not known to LALSimulation)") from None
     if not ls.SimInspiralImplementedFDApproximants(code):
         raise ConfigError(f"approximant {approximant!r} is not a LALSimulation frequency-domain approximant")
+    return lal, ls, code
+
+
+def _lal_frequency_domain(approximant: str, t: Template, n_freq: int, delta_f: float, f_low: float) -> np.ndarray:
+    lal, ls, code = _lal_approximant(approximant)
     f_max = (n_freq - 1) * delta_f
     hp, _ = ls.SimInspiralChooseFDWaveform(
         t.mass1 * lal.MSUN_SI, t.mass2 * lal.MSUN_SI, 0.0, 0.0, t.spin1z, 0.0, 0.0, t.spin2z,
@@ -87,4 +103,4 @@ def _lal_frequency_domain(approximant: str, t: Template, n_freq: int, delta_f: f
     return out
 
 
-__all__ = ["Template", "frequency_domain", "isco_frequency", "lal_available"]
+__all__ = ["Template", "frequency_domain", "isco_frequency", "lal_available", "load_approximant"]
