@@ -209,11 +209,17 @@ def _ligolw_document(path: Path, data: bytes):
                         f"{str(exc).splitlines()[0][:100] if str(exc) else ''})") from None
 
 
-def _table(doc, cls, path: Path, what: str):
+def _table(doc, cls, path: Path, what: str, columns: tuple[str, ...]):
+    """The document's ``what`` table, with every one of ``columns`` (the ones its reader uses)."""
     try:
-        return cls.get_table(doc)
+        table = cls.get_table(doc)
     except ValueError:
         raise DataError(f"{path}: no {what} table (a LIGO_LW {what} file holds one)") from None
+    missing = [c for c in columns if c not in table.columnnames]
+    if missing:
+        raise DataError(f"{path}: the {what} table has no {', '.join(missing)} column"
+                        f"{'s' if len(missing) > 1 else ''}; it needs {', '.join(columns)}")
+    return table
 
 
 def read_segment_xml(path: Path, data: bytes) -> dict[str, np.ndarray]:
@@ -221,8 +227,10 @@ def read_segment_xml(path: Path, data: bytes) -> dict[str, np.ndarray]:
     from igwn_ligolw import lsctables
 
     doc = _ligolw_document(path, data)
-    definers = _table(doc, lsctables.SegmentDefTable, path, "segment_definer")
-    segments = _table(doc, lsctables.SegmentTable, path, "segment")
+    definers = _table(doc, lsctables.SegmentDefTable, path, "segment_definer",
+                      ("segment_def_id", "ifos", "name", "version"))
+    segments = _table(doc, lsctables.SegmentTable, path, "segment",
+                      ("segment_def_id", "start_time", "start_time_ns", "end_time", "end_time_ns"))
     names = {}
     for row in definers:
         ifos = str(row.ifos or "")
@@ -265,7 +273,8 @@ def read_veto_definer(path: Path) -> list[VetoDefinition]:
 
     doc = _ligolw_document(path, _read_bytes(path))
     out = []
-    for i, row in enumerate(_table(doc, lsctables.VetoDefTable, path, "veto_definer")):
+    columns = ("ifo", "name", "version", "category", "start_time", "end_time", "start_pad", "end_pad")
+    for i, row in enumerate(_table(doc, lsctables.VetoDefTable, path, "veto_definer", columns)):
         what = f"veto definer {path} row {i} ({row.ifo}:{row.name}:{row.version})"
         if not _IFO_RE.match(str(row.ifo or "")):
             raise DataError(f"{what}: ifo {row.ifo!r} is not a detector name like H1")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gwbatch.errors import DataError
@@ -150,6 +150,7 @@ CHECKS = {"segments": _check_segments, "definer": _check_definer, "injections": 
 
 @settings(parent=FUZZ, max_examples=3 * MAX_EXAMPLES)
 @given(kind=st.sampled_from(sorted(CHECKS)), ops=mutations)
+@example(kind="segments", ops=[("delete", 878, 63)])  # a segment table without its segment_def_id column
 def test_ligolw_documents(kind, ops):
     """A mutated segment, veto-definer or sim_inspiral document: refused in one line, or read well-formed."""
     path = DIR / f"m-{kind}.xml"
