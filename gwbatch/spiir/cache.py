@@ -136,6 +136,7 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, parallel: Callable = in_pro
     # Longest first (the map runs items in the order given): a bank's templates differ twentyfold in
     # cost, and in placement order a long batch started last kept one worker busy while the rest idled.
     order = sorted(range(len(templates)), key=lambda i: -template_duration(templates[i], cfg))
+    items = [(k, [templates[i] for i in order[j: j + BATCH]]) for k, j in enumerate(range(0, len(order), BATCH))]
 
     def failure(item, exc):
         t = item[1][0]
@@ -143,15 +144,8 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, parallel: Callable = in_pro
                                f"{type(exc).__name__}: {exc}")
 
     began = time.monotonic()
-    built = [None] * len(templates)
-    if order:  # the shortest template is built here first: that loads the compiled (numba) kernels
-        # once, and workers forked afterwards inherit them instead of each loading them at its first task
-        last = order.pop()
-        built[last] = next(in_process(_build_batch, (cfg, psd), [(0, [templates[last]])], desc="templates",
-                                      failure=failure))[1][0]
-    items = [(k, [templates[i] for i in order[j: j + BATCH]]) for k, j in enumerate(range(0, len(order), BATCH))]
-
     done = dict(parallel(_build_batch, (cfg, psd), items, desc="templates", failure=failure))
+    built = [None] * len(templates)
     for k, batch in done.items():
         for i, bt in zip(order[k * BATCH: (k + 1) * BATCH], batch):
             built[i] = bt
