@@ -157,25 +157,41 @@ def clipped_and_plain_sigma(z) -> tuple[np.ndarray, np.ndarray]:
     return to_host(clipped_moments(z)[1]), to_host(moments(z)[1])
 
 
-def block_means(x, window: int):
-    """The clipped mean of each channel of ``x`` in each of ``max(1, round(ntime / window))``
-    near-equal blocks (float32 ``(channel, block)``), and the blocks' centres (host float64, samples)."""
+def near_equal_blocks(n: int, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """``max(1, round(n / window))`` near-equal blocks of ``n`` samples: their starts and lengths
+    (host int64).  Not ``window`` each and a remainder: a remainder of a few samples has a mean as
+    noisy as a sample, and a baseline interpolated towards it is wrong over a whole block."""
+    edges = np.round(np.linspace(0, n, max(1, round(n / window)) + 1)).astype(np.int64)
+    return edges[:-1], np.diff(edges)
+
+
+def block_clipped_moments(x, starts: np.ndarray, lengths: np.ndarray, passes: int, valid=None):
+    """:func:`clipped_moments` of blocks ``[starts, starts + lengths)`` of every row of 2-D ``x``
+    (``valid``: a bool mask of ``x``'s shape, or None): mean, σ (float64) and valid count, each
+    ``(rows, blocks)``.  On the GPU one kernel reads each block once, in place (any strides;
+    :func:`gwbatch.radio._cuda_moments.segment_moments`)."""
     xp = array_namespace(x)
-    ntime = x.shape[1]
-    nblocks = max(1, round(ntime / window))
-    edges = np.round(np.linspace(0, ntime, nblocks + 1)).astype(np.int64)
-    lengths = np.diff(edges)
-    centres = edges[:-1] + (lengths - 1) / 2.0
-    if xp is not np:  # every block of every channel in one kernel, read in place (any strides)
+    if xp is not np:
         from gwbatch.radio._cuda_moments import segment_moments
 
-        return segment_moments(x, edges[:-1], lengths, MOMENT_PASSES, MOMENT_CLIP)[0].astype(xp.float32), centres
-    if nblocks == 1:
-        return clipped_moments(x)[0].astype(xp.float32)[:, None], centres
+        mean, std, _, _, count = segment_moments(x, starts, lengths, passes, MOMENT_CLIP,
+                                                 valid=None if valid is None else xp.ascontiguousarray(valid))
+        return mean, std, count
     offsets = np.arange(lengths.max())
-    index = np.minimum(edges[:-1, None] + offsets, ntime - 1)
-    means, _ = clipped_moments(x[:, xp.asarray(index)], xp.asarray(offsets < lengths[:, None]))
-    return means.astype(xp.float32), centres
+    index = np.minimum(starts[:, None] + offsets, x.shape[1] - 1)
+    keep = offsets < lengths[:, None]
+    if valid is not None:
+        keep = np.asarray(valid)[:, index] & keep
+    mean, std = clipped_moments(np.asarray(x)[:, index], keep, passes)
+    return mean, std, np.broadcast_to(keep, (x.shape[0], *keep.shape[-2:])).sum(axis=2)
+
+
+def block_means(x, window: int):
+    """The clipped mean of each channel of ``x`` in each of its :func:`near_equal_blocks` of about
+    ``window`` samples (float32 ``(channel, block)``), and the blocks' centres (host float64, samples)."""
+    starts, lengths = near_equal_blocks(x.shape[1], window)
+    mean, _, _ = block_clipped_moments(x, starts, lengths, MOMENT_PASSES)
+    return mean.astype(array_namespace(x).float32), starts + (lengths - 1) / 2.0
 
 
 def interpolation(centres: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -209,16 +225,6 @@ def baseline_level(means, centres: np.ndarray, n: int):
     share = np.bincount(left, 1.0 - weight, minlength=centres.size)
     share += np.bincount(np.minimum(left + 1, centres.size - 1), weight, minlength=centres.size)
     return means.astype(xp.float64) @ xp.asarray(share / n)
-
-
-def running_baseline(x, window: int):
-    """Baseline of each channel of ``x`` (float32, broadcastable to ``x``): the clipped mean of each
-    of ``max(1, round(ntime / window))`` near-equal blocks, linearly interpolated between block
-    centres and constant beyond the outer ones."""
-    means, centres = block_means(x, window)
-    if centres.size == 1:
-        return means
-    return baseline_at(means, centres, np.arange(x.shape[1], dtype=np.float64))
 
 
 def normalise(x, means, centres: np.ndarray, scale):

@@ -25,7 +25,7 @@ import pandas as pd
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.pulse.plan import boxcar_plan
 from gwbatch.pulse.search import PulseSettings, padded_triggers
-from gwbatch.radio.condition import MOMENT_CLIP, baseline_at, clipped_moments
+from gwbatch.radio.condition import baseline_at, block_clipped_moments, near_equal_blocks
 
 #: Clipped passes of a trial's block moments after the unclipped one: a pulse of a few percent of a
 #: block is out after the first (the cleaning's spectra take :data:`gwbatch.radio.condition.MOMENT_PASSES`).
@@ -36,30 +36,16 @@ TRIAL_COLUMNS = {"dm_index": "int64", "sample": "int64", "width": "int64", "snr"
 
 
 def block_moments(series, valid, window: int):
-    """Clipped mean and σ of every trial of ``series`` ``(trials, n)`` in ``max(1, round(n / window))``
-    near-equal blocks (:func:`gwbatch.radio.condition.clipped_moments`: sums, no sorting), as float32
+    """Clipped mean and σ of every trial of ``series`` ``(trials, n)`` in its near-equal blocks of
+    about ``window`` samples (:func:`gwbatch.radio.condition.near_equal_blocks`,
+    :func:`~gwbatch.radio.condition.block_clipped_moments`: sums, no sorting), as float32
     ``(trials, blocks)`` with NaN for a block without valid samples (and σ NaN for a block of fewer
-    than half a window's, where a trial has longer ones), and the blocks' centres (host).  Near-equal,
-    not ``window`` each and a remainder: a last block of a few samples has a mean as noisy as its
-    samples, and the baseline interpolated towards it sent whole stretches of pure noise past S/N 30.
-    On the GPU one kernel reads each block once (:func:`gwbatch.radio._cuda_moments.segment_moments`)."""
+    than half a window's, where a trial has longer ones), and the blocks' centres (host)."""
     xp = array_namespace(series)
-    n_trials, n = series.shape
+    n = series.shape[1]
     window = int(max(1, min(window, n)))
-    n_blocks = max(1, round(n / window))
-    edges = np.round(np.linspace(0, n, n_blocks + 1)).astype(np.int64)
-    starts, lengths = edges[:-1], np.diff(edges)
-    if xp is not np:
-        from gwbatch.radio._cuda_moments import segment_moments
-
-        mean, std, _, _, counts = segment_moments(series, starts, lengths, TRIAL_PASSES, MOMENT_CLIP,
-                                                  valid=xp.ascontiguousarray(valid))
-    else:
-        offsets = np.arange(lengths.max())
-        index = np.minimum(starts[:, None] + offsets, n - 1)
-        keep = np.asarray(valid)[:, index] & (offsets < lengths[:, None])
-        mean, std = clipped_moments(np.asarray(series)[:, index], keep, TRIAL_PASSES)
-        counts = keep.sum(axis=2)
+    starts, lengths = near_equal_blocks(n, window)
+    mean, std, counts = block_clipped_moments(series, starts, lengths, TRIAL_PASSES, valid)
     empty = counts == 0
     # a block of a few samples has a poor σ: only blocks of at least half a window vote on the trial's σ
     std = xp.where((counts < (window + 1) // 2) & (counts.max(axis=1, keepdims=True) >= (window + 1) // 2), xp.nan, std)
