@@ -316,6 +316,22 @@ def test_memory_estimate_counts_the_largest_stage1_buffer():
     assert stage1_rows(dm_batches(plan, 64, None)) == 0.0
 
 
+def test_memory_estimate_counts_each_batch_s_trials_at_their_rate(tutorial):
+    """A batch's dedispersed rows per full-rate sample are its trials over its decimation: the most
+    of any batch, measured on the series dedispersion makes."""
+    from gwbatch.radio.dedisperse import dedisperse
+    from gwbatch.radio.dmplan import dm_batches, trial_rows
+
+    x, freqs, tsamp = tutorial
+    plan = dm_plan(freqs, tsamp, 0.0, 3000.0)
+    assert len(plan.levels) >= 3
+    batches = dm_batches(plan, 40, None)
+    n = x.shape[1]
+    made = [sum(block.series.shape[0] * block.series.shape[1] for block in dedisperse(x, freqs, tsamp, part)) / n
+            for _, part, _ in batches]
+    assert trial_rows(batches) == pytest.approx(max(made), rel=0.02)
+
+
 def test_dedisperse_refuses_spectra_that_do_not_fit_the_plan(tutorial):
     x, freqs, tsamp = tutorial
     plan = DMPlan.fixed(freqs, tsamp, 30.0)

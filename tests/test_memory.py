@@ -146,3 +146,45 @@ def _timed_sleep(seconds: float):
     start = time.time()
     time.sleep(seconds)
     return start, time.time()
+
+
+def radio_plan(store, **search):
+    c = validate_campaign({"name": "r", "data": {"store": str(store)}, "plan": {"chunk": 50.0},
+                           "search": {"kind": "radio", "dm_max": 2000.0, "decimate": False, **search}})
+    return make_plan(c, read_meta(store))
+
+
+def test_radio_dm_batch_auto_is_sized_to_a_task_s_share_of_the_gpu(small_filterbank):
+    """``search.dm_batch: auto`` (the default): on a GPU worker the largest batch whose task fits its
+    share of the GPU (two tasks at once: half of USABLE each), the whole plan where it all fits; on
+    a CPU worker, and where set, the value stays."""
+    from gwbatch.searches import get_search
+    from workflow.memory import DEVICE, fit_memory, memory_need
+
+    plan = radio_plan(small_filterbank)
+    settings, search = plan.settings, get_search("radio")
+    ndm = settings.dm_plan.ndm
+    assert settings.dm_batch_auto and settings.dm_batch == 512 and ndm >= 20  # measured: 40 trials
+    read = max(c.read_stop - c.read_start for c in plan.chunks)
+
+    def need(batch):  # device bytes of one task
+        return memory_need(search, search.memory_knobs(settings)["search.dm_batch"].with_value(batch), read,
+                           len(plan.ifos), True)[DEVICE]
+
+    whole = fit_memory({"": plan}, WorkerMemory(host=None, device=64 * GiB), 2)[""]
+    assert whole.settings.dm_batch == ndm and whole.task_device_bytes == need(ndm)
+    # a GPU whose task share holds exactly half the trials
+    half = ndm // 2
+    device = int(need(half) * 2 / USABLE) + 2
+    fitted = fit_memory({"": plan}, WorkerMemory(host=None, device=device), 2)[""]
+    assert fitted.settings.dm_batch == half and need(half + 1) > USABLE * device / 2
+    assert fitted.task_device_bytes == need(half) < whole.task_device_bytes
+    check_memory({"": fitted}, WorkerMemory(host=None, device=device))
+    assert fit_memory({"": plan}, WorkerMemory(host=64 * GiB, device=None), 1)[""].settings.dm_batch == 512
+    fixed = radio_plan(small_filterbank, dm_batch=7)
+    assert fit_memory({"": fixed}, WorkerMemory(host=None, device=64 * GiB), 1)[""].settings.dm_batch == 7
+
+
+def test_radio_dm_batch_refuses_other_words(small_filterbank):
+    with pytest.raises(Exception, match="dm_batch"):
+        radio_plan(small_filterbank, dm_batch="all")

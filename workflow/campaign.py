@@ -30,7 +30,7 @@ from workflow.execute import Call, Stopped, TaskFailed, chunk_failure, chunks_fa
 from workflow.figures import figure_stages, top_figures
 from workflow.manifest import account_parts, build_manifest, provenance, suite_manifest
 from workflow.member import Member, RunSummary, SuiteSummary
-from workflow.memory import check_memory, task_need, worker_memory
+from workflow.memory import check_memory, fit_memory, task_need, worker_memory
 from workflow.monitor import GpuRecorder
 from workflow.outputs import combined_candidates, commit_failed, write_outputs
 from workflow.plan import chunk_task, member_plan
@@ -85,7 +85,11 @@ def run_members(run: RunDirectory, members: list[Member], cluster_cfg, backend: 
             "cluster: %s, %d worker(s), backend %s%s", cluster.kind, cluster.workers, cluster.backend,
             f"; dashboard {cluster.dashboard}" if cluster.dashboard else "",
         )
-        check_memory({m.name: m.plan for m in members}, worker_memory(cluster))
+        have = worker_memory(cluster)
+        fitted = fit_memory({m.name: m.plan for m in members}, have, cluster.threads)
+        for m in members:
+            m.plan = fitted[m.name]
+        check_memory(fitted, have)
         run.begin({m.name: m.identity for m in members})
         by_name, priority, gpu = {m.name: m for m in members}, task_priorities(members), cluster.backend == "cupy"
         calls = [

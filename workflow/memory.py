@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 from gwbatch.errors import ConfigError
 from gwbatch.searches import get_search
-from workflow.plan import task_memory
+from workflow.plan import Plan, task_memory
+
+log = logging.getLogger("gwbatch")
 
 GiB = 2**30
 #: A task may use this fraction of a worker's memory: the rest is Dask's, the allocator's and
@@ -108,10 +111,10 @@ def check_memory(plans: dict[str, object], have: WorkerMemory) -> None:
             if fits:
                 fixes.append(f"lower {where}plan.chunk ({plan.chunk_seconds:g} s) to about "
                              f"{max(1.0, int(plan.chunk_seconds * fits / read)):g} s")
-            for key, (value, with_value) in search.memory_knobs(plan.settings).items():
-                best = _largest(lambda v: need(settings=with_value(v)).get(part, 0) <= USABLE * limit, value)
+            for key, knob in search.memory_knobs(plan.settings).items():
+                best = _largest(lambda v: need(settings=knob.with_value(v)).get(part, 0) <= USABLE * limit, knob.value)
                 if best:
-                    fixes.append(f"{where}{key} ({value}) to about {best}")
+                    fixes.append(f"{where}{key} ({knob.value}) to about {best}")
             if what == "memory limit":
                 fixes.append("give each worker more memory (cluster.memory_limit, or fewer workers per machine)")
             problems.append(f"{name or plan.search} tasks need ~{need()[part] / GiB:.1f} GiB but a worker's {what} "
@@ -119,6 +122,36 @@ def check_memory(plans: dict[str, object], have: WorkerMemory) -> None:
                             + (", or ".join(fixes) if fixes else "no setting of this search makes it fit"))
     if problems:
         raise ConfigError("the campaign does not fit the workers' memory:\n  " + "\n  ".join(problems))
+
+
+def fit_memory(plans: dict[str, Plan], have: WorkerMemory, tasks_per_worker: int) -> dict[str, Plan]:
+    """The plans with their searches' ``auto`` memory settings sized
+    (:class:`gwbatch.searches.base.MemoryKnob`): on GPU workers, each the largest value up to its
+    ``auto_upto`` whose task fits ``1 / tasks_per_worker`` of :data:`USABLE` of the GPU's memory, so
+    that the tasks a worker runs at once fit together.  CPU workers, and settings that do not fit
+    even at 1 (:func:`check_memory` then says what to change), keep the search's value."""
+    if have.device is None:
+        return plans
+    share = USABLE * have.device / max(1, tasks_per_worker)
+    out = {}
+    for name, plan in plans.items():
+        search = get_search(plan.search)
+        read = max(c.read_stop - c.read_start for c in plan.chunks)
+        settings = plan.settings
+        for key, knob in search.memory_knobs(settings).items():
+            if knob.auto_upto is None:
+                continue
+            value = _largest(lambda v: memory_need(search, knob.with_value(v), read, len(plan.ifos), True)[DEVICE]
+                             <= share, knob.auto_upto + 1)
+            if value:
+                settings = knob.with_value(value)
+                log.info("%s: %s auto: %d (a task's share of the GPU: %.1f GiB)", name or plan.search, key, value,
+                         share / GiB)
+        if settings is not plan.settings:
+            host, work = task_memory(search, settings, read, len(plan.ifos))
+            plan = replace(plan, settings=settings, task_memory_bytes=host + work, task_device_bytes=work)
+        out[name] = plan
+    return out
 
 
 def _largest(fits, upper: int) -> int:

@@ -305,6 +305,12 @@ def whole_scheme(plan: DMPlan, subbands: int | str) -> SubbandPlan:
     return subband_plan(plan, None if subbands == "auto" else int(subbands))
 
 
+def trial_rows(batches) -> float:
+    """The most dedispersed rows per full-rate sample any batch holds at once (its trials over its
+    decimation): what its trials add to a batch's memory."""
+    return max((part.ndm / int(part.decimation[0]) for _, part, _ in batches), default=0.0)
+
+
 def stage1_rows(batches) -> float:
     """The most sub-band rows per full-rate sample that stage 1 of any batch holds at once
     (``nsub`` × its nominal DMs, over its decimation): what its buffer adds to a batch's memory."""

@@ -68,6 +68,19 @@ class NetworkSettings:
 
 
 @dataclass(frozen=True)
+class MemoryKnob:
+    """A setting that trades a task's memory for speed (:meth:`Search.memory_knobs`): its value and
+    the settings with another value.  With ``auto_upto`` the setting is ``auto``: on GPU workers the
+    workflow sizes it, once the workers are known, to the largest value up to ``auto_upto`` whose
+    tasks fit their share of the GPU's memory (:func:`workflow.memory.fit_memory`); CPU workers keep
+    ``value``."""
+
+    value: int
+    with_value: Callable[[int], Any]
+    auto_upto: int | None = None
+
+
+@dataclass(frozen=True)
 class PrepareContext:
     """What :meth:`Search.prepare` may use: the store (a :class:`~gwbatch.io.store.StoreMeta`), the
     span's first sample and the plan's chunks, how samples are masked and conditioned, the run's own cache directory,
@@ -154,9 +167,9 @@ class Search(Protocol):
     def task_cost(self, settings, read_samples: int) -> float:
         """A task's relative cost, to submit each search's longest tasks first."""
 
-    def memory_knobs(self, settings) -> dict[str, tuple[int, Callable[[int], Any]]]:
-        """Settings besides ``plan.chunk`` that cut a task's memory, by key: their value and the
-        settings with another value (the memory plan's advice)."""
+    def memory_knobs(self, settings) -> dict[str, MemoryKnob]:
+        """Settings besides ``plan.chunk`` that cut a task's memory, by key (the memory plan's
+        advice, and the sizing of those set to ``auto``)."""
 
     def prepare(self, settings, context: PrepareContext) -> dict:
         """What every chunk task needs and is built once (``{}`` for most searches); its ``summary``,

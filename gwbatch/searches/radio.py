@@ -46,9 +46,9 @@ from gwbatch.pulse.search import PulseSettings
 from gwbatch.radio.candidates import cluster_triggers, effective_trials, flag_rfi, time_inf, time_top, undispersed
 from gwbatch.radio.condition import RadioConditioning, condition_spectra
 from gwbatch.radio.dedisperse import dedisperse
-from gwbatch.radio.dmplan import DMPlan, dm_batches, dm_plan, stage1_rows, subband_sweep_per_dm
+from gwbatch.radio.dmplan import DMPlan, dm_batches, dm_plan, stage1_rows, subband_sweep_per_dm, trial_rows
 from gwbatch.radio.pulses import TrialBlock, search_trials
-from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction
+from gwbatch.searches.base import MemoryKnob, NetworkSettings, PrepareContext, Reduction
 from gwbatch.searches.common import ChunkRun, ChunkSeries
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
 
@@ -61,6 +61,8 @@ NOISE_MODEL = "noise model"
 SPECTRA_BYTES = 16
 #: Bytes per output sample of one dedispersed trial in flight (series, normalised copy, laid out, mask).
 TRIAL_BYTES = 16
+#: ``search.dm_batch: auto`` on CPU workers (and where the GPU's memory is not known).
+CPU_DM_BATCH = 512
 MAX_ROUNDS, MAX_WIDTHS_PER_ROUND = 16, 1024
 #: The report's waterfall of a candidate: at most this many sub-bands and time bins.
 WATERFALL_CHANNELS, WATERFALL_BINS = 64, 256
@@ -121,7 +123,9 @@ class RadioSearchConfig(StrictModel):
     cluster_width: float | None = Field(8.0, ge=1, le=1e6, description="friends when widths are within this ratio; null: any")
     rfi_beams: int = Field(3, ge=1, le=10000, description="an event in more than this many beams is RFI")
     rfi_dm: float = Field(1.0, ge=0, le=1e5, description="an event peaking at or below this DM is RFI (pc/cm³)")
-    dm_batch: int = Field(512, ge=1, le=1 << 20, description="DM trials dedispersed and searched at once (memory)")
+    dm_batch: Annotated[int, Field(ge=1, le=1 << 20)] | Literal["auto"] = Field(
+        "auto", description="DM trials dedispersed and searched at once (memory); auto: as many as fit each "
+                            "task's share of a GPU worker's memory, 512 on CPU workers")
     subbands: Annotated[int, Field(ge=1, le=1 << 20)] | Literal["auto"] | None = Field(
         None, description="two-stage (sub-band) dedispersion with this many sub-bands (a divisor of the channel "
                           "count), or auto (the count with the fewest additions); null: brute force. Costs S/N: at "
@@ -158,6 +162,7 @@ class RadioSettings:
     dm_batch: int
     subbands: int | str | None
     network: NetworkSettings
+    dm_batch_auto: bool = False  # sized to the workers' memory (memory_knobs), else fixed
 
     @cached_property
     def batches(self) -> tuple[tuple[int, DMPlan, object], ...]:
@@ -206,7 +211,8 @@ class RadioSearch:
                                 sigma="white", clip=None, clip_iterations=1, merge_gap=0)
         return RadioSettings(sample_rate, tuple(ifos), tuple(float(f) for f in freqs), plan, s.rfi.settings(), mask,
                              boxcars, s.baseline, (s.cluster_time, s.cluster_dm, s.cluster_width), s.rfi_beams,
-                             s.rfi_dm, s.dm_batch, s.subbands, NetworkSettings.of(campaign, len(ifos)))
+                             s.rfi_dm, CPU_DM_BATCH if s.dm_batch == "auto" else s.dm_batch, s.subbands,
+                             NetworkSettings.of(campaign, len(ifos)), s.dm_batch == "auto")
 
     def identity(self, section: dict) -> dict:
         """The section, with the mask file's content in place of its path."""
@@ -227,20 +233,22 @@ class RadioSearch:
         return settings.widest / settings.sample_rate / 4.0
 
     def work_bytes(self, settings: RadioSettings, read_samples: int) -> int:
-        """One beam at a time: its spectra, one batch of trials at the full rate (an upper bound),
-        and with sub-bands the largest batch's stage-1 buffer (float32 sub-band rows)."""
-        batch = min(settings.dm_batch, settings.dm_plan.ndm)
-        return int(SPECTRA_BYTES * len(settings.frequencies) * read_samples + TRIAL_BYTES * batch * read_samples
-                   + 4 * stage1_rows(settings.batches) * read_samples)
+        """One beam at a time: its spectra, the largest batch's trials at their decimated rate, and
+        with sub-bands the largest batch's stage-1 buffer (float32 sub-band rows)."""
+        return int(read_samples * (SPECTRA_BYTES * len(settings.frequencies) + TRIAL_BYTES * trial_rows(settings.batches)
+                                   + 4 * stage1_rows(settings.batches)))
 
     def task_cost(self, settings: RadioSettings, read_samples: int) -> float:
         return float(len(settings.ifos) * read_samples * len(settings.frequencies)
                      * sum((t.stop - t.start) / d for d, t in settings.dm_plan.levels))
 
     def memory_knobs(self, settings: RadioSettings) -> dict:
+        """``search.dm_batch``; ``auto`` fills the GPU (batches of 2048 trials and more run the
+        SKA-MID plan 15% faster than 512: benchmarks/RESULTS.md) and is :data:`CPU_DM_BATCH` on CPU."""
         from dataclasses import replace
 
-        return {"search.dm_batch": (settings.dm_batch, lambda v: replace(settings, dm_batch=int(v)))}
+        auto = settings.dm_plan.ndm if settings.dm_batch_auto else None
+        return {"search.dm_batch": MemoryKnob(settings.dm_batch, lambda v: replace(settings, dm_batch=int(v)), auto)}
 
     def prepare(self, settings: RadioSettings, context: PrepareContext) -> dict:
         return {}

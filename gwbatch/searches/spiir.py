@@ -45,7 +45,7 @@ from gwbatch.gpstime import GPSTime, sample_times
 from gwbatch.io.banks import load_bank, read_bank_file
 from gwbatch.io.store import file_sha256
 from gwbatch.io.store import SampleLayout
-from gwbatch.searches.base import NetworkSettings, PrepareContext, Reduction, require_strain
+from gwbatch.searches.base import MemoryKnob, NetworkSettings, PrepareContext, Reduction, require_strain
 from gwbatch.searches.common import ChunkRun
 from gwbatch.sky.skymap import TEMPERATURE
 from gwbatch.spiir.cache import build_bank, cached_bank_path, placed_templates, store_psd
@@ -282,7 +282,7 @@ class SpiirSearch:
         return read_samples * len(settings.ifos) * 100.0 * (1 + settings.network.slides / 100)
 
     def memory_knobs(self, settings: SpiirSettings) -> dict:
-        return {"search.batch": (settings.batch, lambda batch: replace(settings, batch=batch))}
+        return {"search.batch": MemoryKnob(settings.batch, lambda batch: replace(settings, batch=batch))}
 
     def epoch_psds(self, settings: SpiirSettings, context: PrepareContext, epochs: list[Epoch]) -> list[dict]:
         """Per PSD epoch, the PSD each detector's bank would be built for: measured from the store's

@@ -27,7 +27,6 @@ from gwbatch.conditioning import psd as psd_mod
 from gwbatch.config import BankConfig
 from gwbatch.errors import GwbatchError
 from gwbatch.io.banks import load_bank, read_bank_file, read_bank_psd, save_bank
-from gwbatch.io.span import read_span
 from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place, template_duration
 from gwbatch.waveforms import Template, load_approximant
 
@@ -48,6 +47,8 @@ def store_psd(store, ifo: str, *, start: int = 0, seconds: float = 512.0, segmen
     of ``zero_gap`` exact zeros, not ``excluded`` by the campaign's segments)."""
     fs = store.sample_rate
     stop = min(store.n_samples, start + int(seconds * fs))
+    from gwbatch.io.span import read_span  # zarr, xarray and pandas: only for a PSD measured from data
+
     span = read_span(store, [ifo], start, stop, dq_required=dq_required, zero_gap=zero_gap, excluded=excluded)
     x = span.strain[0].astype(np.float64)
     valid = span.valid[0]
