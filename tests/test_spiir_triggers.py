@@ -44,6 +44,36 @@ def test_window_peaks_do_not_depend_on_where_a_slice_starts():
     assert whole and part == whole
 
 
+@pytest.mark.gpu
+def test_window_maxima_from_the_complex_series_on_the_gpu_equal_the_twin():
+    """The CUDA window maxima read ``z`` (strided rows) and the mask directly: every window's maximum
+    equals the twin's on CuPy's ``|z|`` to the bit, its sample too wherever it is above zero (ties:
+    the earlier), and the selected peaks are the same; against NumPy's ``|z|``, within an ulp."""
+    import cupy
+
+    from gwbatch.spiir._cuda_peaks import window_maxima_cuda
+    from gwbatch.spiir.triggers import select_peaks, window_maxima
+
+    rng = np.random.default_rng(3)
+    n, window, origin = 20011, 97, 1234567
+    z = (rng.normal(size=(5, n + 9)) + 1j * rng.normal(size=(5, n + 9))).astype(np.complex64)[:, 4:4 + n]
+    z[1, 300] = z[1, 310] = 9.0 + 0j  # a tie inside a window
+    z[2, 5000:5400] = 0  # windows with nothing above zero
+    mask = np.ones(n, np.float32)
+    mask[7000:7300] = 0
+    zd, md = cupy.asarray(z), cupy.asarray(mask)
+    want_v, want_p = (cupy.asnumpy(a) for a in window_maxima(cupy.abs(zd) * md[None, :], window, origin))
+    got_v, got_p = (cupy.asnumpy(a) for a in window_maxima_cuda(zd, md, window, origin))
+    np.testing.assert_array_equal(got_v, want_v)
+    np.testing.assert_allclose(got_v, window_maxima(np.abs(z) * mask[None, :], window, origin)[0], rtol=2.5e-7)
+    above = want_v > 0
+    np.testing.assert_array_equal(got_p[above], want_p[above])
+    for threshold in (3.0, 4.0):
+        a = select_peaks(want_v, want_p, threshold, window, n)
+        b = select_peaks(got_v, got_p, threshold, window, n)
+        assert a[0].size > 10 and all(np.array_equal(u, v) for u, v in zip(a, b))
+
+
 @pytest.fixture(scope="module")
 def bank():
     psd = design("aLIGO", FS)

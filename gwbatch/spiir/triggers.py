@@ -62,12 +62,11 @@ class SpiirTriggers:
         return self.select(cluster_in_time(self.peak.astype(np.float64), self.snr, window))
 
 
-def window_peaks(mag, threshold: float, window: int, origin: int = 0):
-    """``(row, sample)`` of per-row ``|z|`` peaks: window maxima over ``threshold`` with no louder
-    neighbouring-window peak within ``window`` samples (ties go to the earlier peak).
-
-    ``mag`` is ``(rows, n)``; windows start at samples ``k`` with ``(k + origin) % window == 0``.
-    """
+def window_maxima(mag, window: int, origin: int = 0):
+    """``(val, pos)``, ``(rows, nwin)``: each window's largest ``mag`` and its first sample, windows
+    starting at samples ``k`` with ``(k + origin) % window == 0`` (``mag`` ``(rows, n)``; zeros taken
+    beyond its ends).  On the GPU :func:`find_triggers` forms them from ``z`` directly
+    (:func:`gwbatch.spiir._cuda_peaks.window_maxima_cuda`)."""
     xp = array_namespace(mag)
     rows, n = mag.shape
     lead = origin % window  # zeros in front put window starts at absolute multiples of window
@@ -77,7 +76,15 @@ def window_peaks(mag, threshold: float, window: int, origin: int = 0):
     blocks = padded.reshape(rows, nwin, window)
     arg = xp.argmax(blocks, axis=2)
     val = xp.take_along_axis(blocks, arg[:, :, None], axis=2)[:, :, 0]
-    pos = arg + xp.arange(nwin)[None, :] * window - lead
+    return val, arg + xp.arange(nwin)[None, :] * window - lead
+
+
+def select_peaks(val, pos, threshold: float, window: int, n: int):
+    """``(row, sample)`` of the window maxima (:func:`window_maxima` of rows of ``n`` samples) over
+    ``threshold`` with no louder neighbouring-window maximum within ``window`` samples (ties go to
+    the earlier peak)."""
+    xp = array_namespace(val)
+    rows = val.shape[0]
     zero_v = xp.zeros((rows, 1), dtype=val.dtype)
     far = xp.full((rows, 1), -10 * window, dtype=pos.dtype)
     left_v = xp.concatenate([zero_v, val[:, :-1]], axis=1)
@@ -89,6 +96,15 @@ def window_peaks(mag, threshold: float, window: int, origin: int = 0):
     keep &= ~((right_v > val) & (right_p - pos <= window))
     row, w = xp.nonzero(keep)
     return row, pos[row, w]
+
+
+def window_peaks(mag, threshold: float, window: int, origin: int = 0):
+    """``(row, sample)`` of per-row ``|z|`` peaks: window maxima over ``threshold`` with no louder
+    neighbouring-window peak within ``window`` samples (ties go to the earlier peak).
+
+    ``mag`` is ``(rows, n)``; windows start at samples ``k`` with ``(k + origin) % window == 0``.
+    """
+    return select_peaks(*window_maxima(mag, window, origin), threshold, window, mag.shape[1])
 
 
 def chisq_at(z, row, peak, autocorr):
@@ -121,8 +137,13 @@ def find_triggers(x, valid, bank: FilterBank, *, threshold: float, cluster_windo
     for lo in range(0, bank.size, batch):
         part = bank.subset(np.arange(lo, min(lo + batch, bank.size)))
         z = filter_templates(x, part, origin)
-        mag = xp.abs(z) * mask[None, :]
-        row, peak = window_peaks(mag, threshold, cluster_window, origin)
+        if xp is np:
+            maxima = window_maxima(xp.abs(z) * mask[None, :], cluster_window, origin)
+        else:
+            from gwbatch.spiir._cuda_peaks import window_maxima_cuda
+
+            maxima = window_maxima_cuda(z, mask, cluster_window, origin)
+        row, peak = select_peaks(*maxima, threshold, cluster_window, z.shape[1])
         if own is not None:
             mine = (peak >= own[0]) & (peak < own[1])
             row, peak = row[mine], peak[mine]
