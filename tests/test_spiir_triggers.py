@@ -154,3 +154,14 @@ def test_effective_psd_of_a_smooth_curve_and_of_a_line():
     eff = effective_psd(PSD(grid, values, "line"), FS, 2 * FS, 15.0, None)
     assert eff(np.array([60.0]))[0] < 1e-3 * values[grid == 60.0][0]
     assert eff(np.array([60.4]))[0] > 1.05 * smooth(np.array([60.4]))[0]
+
+
+def test_a_bank_makes_each_batch_once(bank):
+    """The search's batches of templates are made once per bank object: the same object (with its
+    digest and GPU plan) chunk after chunk, equal to the subset."""
+    b, _ = bank
+    part = b.batch(1, 3)
+    assert part is b.batch(1, 3) and part.size == 2 and b.batch(0, 2) is not part
+    same = b.subset(np.arange(1, 3))
+    np.testing.assert_array_equal(part.a, same.a)
+    assert part.filters_digest == same.filters_digest and part.mass1.tolist() == b.mass1[1:3].tolist()

@@ -255,6 +255,20 @@ class FilterBank:
         """Samples before a chunk that every template needs: the longest latency plus the filter decay."""
         return int(self.latency.max()) + 4 * int(self.autocorr.shape[1])
 
+    @functools.cached_property
+    def _batches(self) -> dict:
+        return {}
+
+    def batch(self, lo: int, hi: int) -> "FilterBank":
+        """Templates ``[lo, hi)`` (:meth:`subset`), made once per bank object and range: a search
+        filters the same batches chunk after chunk, and with the batch come its filter digest, rung
+        sets and GPU plan, made once (for the 2901-template BBH bank, 0.11 s of host time per batch
+        of 1024 on the 2-core machine, against 0.04 s of H200 time filtering 512 s with it)."""
+        part = self._batches.get((lo, hi))
+        if part is None:
+            part = self._batches[(lo, hi)] = self.subset(np.arange(lo, hi))
+        return part
+
     def subset(self, index: np.ndarray) -> "FilterBank":
         """The bank restricted to templates ``index`` (same filters and metadata)."""
         values = {k: getattr(self, k)[index] for k in PER_TEMPLATE}

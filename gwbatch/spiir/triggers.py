@@ -135,7 +135,7 @@ def find_triggers(x, valid, bank: FilterBank, *, threshold: float, cluster_windo
     autocorr = xp.asarray(bank.autocorr.astype(np.complex64))
     parts = []
     for lo in range(0, bank.size, batch):
-        part = bank.subset(np.arange(lo, min(lo + batch, bank.size)))
+        part = bank.batch(lo, min(lo + batch, bank.size))
         z = filter_templates(x, part, origin)
         if xp is np:
             maxima = window_maxima(xp.abs(z) * mask[None, :], cluster_window, origin)
