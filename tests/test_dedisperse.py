@@ -299,37 +299,27 @@ def test_batches_with_a_limit_and_a_shared_ladder_equal_the_whole_plan():
         assert set(ladder) >= {d for d, _ in plan.levels}
 
 
-def test_memory_estimate_counts_the_largest_stage1_buffer():
-    """The radio search's memory estimate adds each batch's stage-1 buffer: its rows per full-rate
-    sample are the rows stage 1 really makes (nsub x the batch's nominal DMs) over the decimation,
-    and brute force adds none."""
-    from gwbatch.radio.dmplan import dm_batches, stage1_rows
+@pytest.mark.parametrize("subbands", ["auto", None])
+def test_memory_estimate_is_the_largest_batch_s_buffers(subbands):
+    """The radio search's memory estimate of a batch: its dedispersed trials and (sub-bands) its
+    stage-1 buffer, as dedisperse makes them for a chunk that needs ``needed`` outputs: at least the
+    largest batch's, and within 5% of it."""
+    from gwbatch.radio.dmplan import batch_bytes, dm_batches
 
     freqs = 1670.0 - 810.0 / 256 * np.arange(256)
     plan = dm_plan(freqs, 64e-6, 0.0, 1000.0)
-    batches = dm_batches(plan, 64, "auto")
+    assert len(plan.levels) >= 3
+    batches = dm_batches(plan, 64, subbands)
+    needed = 5000
+    x = np.zeros((freqs.size, plan.overlap + needed + 50), np.float32)
     made = []
     for _, part, scheme in batches:
-        (d, _, (stage1, _)), = level_passes(part, scheme)
-        made.append(stage1.row_base.size / d)
-    assert stage1_rows(batches) == max(made) > 0
-    assert stage1_rows(dm_batches(plan, 64, None)) == 0.0
-
-
-def test_memory_estimate_counts_each_batch_s_trials_at_their_rate(tutorial):
-    """A batch's dedispersed rows per full-rate sample are its trials over its decimation: the most
-    of any batch, measured on the series dedispersion makes."""
-    from gwbatch.radio.dedisperse import dedisperse
-    from gwbatch.radio.dmplan import dm_batches, trial_rows
-
-    x, freqs, tsamp = tutorial
-    plan = dm_plan(freqs, tsamp, 0.0, 3000.0)
-    assert len(plan.levels) >= 3
-    batches = dm_batches(plan, 40, None)
-    n = x.shape[1]
-    made = [sum(block.series.shape[0] * block.series.shape[1] for block in dedisperse(x, freqs, tsamp, part)) / n
-            for _, part, _ in batches]
-    assert trial_rows(batches) == pytest.approx(max(made), rel=0.02)
+        (d, _, passes), = level_passes(part, scheme)
+        (block,) = dedisperse(x, freqs, 64e-6, part, scheme, limit=needed)
+        stage1 = passes[0].delays.shape[0] * (block.series.shape[1] + passes[0].extra) if scheme is not None else 0
+        made.append(16 * block.series.size + 4 * stage1)
+    assert batch_bytes(batches, needed, 16) >= max(made) > 0
+    assert batch_bytes(batches, needed, 16) <= 1.05 * max(made)
 
 
 def test_dedisperse_refuses_spectra_that_do_not_fit_the_plan(tutorial):

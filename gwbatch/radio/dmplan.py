@@ -305,17 +305,20 @@ def whole_scheme(plan: DMPlan, subbands: int | str) -> SubbandPlan:
     return subband_plan(plan, None if subbands == "auto" else int(subbands))
 
 
-def trial_rows(batches) -> float:
-    """The most dedispersed rows per full-rate sample any batch holds at once (its trials over its
-    decimation): what its trials add to a batch's memory."""
-    return max((part.ndm / int(part.decimation[0]) for _, part, _ in batches), default=0.0)
-
-
-def stage1_rows(batches) -> float:
-    """The most sub-band rows per full-rate sample that stage 1 of any batch holds at once
-    (``nsub`` × its nominal DMs, over its decimation): what its buffer adds to a batch's memory."""
-    return max((scheme.nsub * scheme.nominal_dms.size / int(part.decimation[0])
-                for _, part, scheme in batches if scheme is not None), default=0.0)
+def batch_bytes(batches, needed: int, trial_bytes: int, sub_bytes: int = 4) -> int:
+    """The most bytes any batch of trials holds at once when a chunk needs ``needed`` full-rate output
+    samples: its trials over ``ceil(needed / d)`` samples at ``trial_bytes`` a sample, and with
+    sub-bands its stage-1 rows (``nsub`` x its nominal DMs) over those samples and the batch's own
+    sweep (stage 2 reads that far past them), at ``sub_bytes``."""
+    most = 0
+    for _, part, scheme in batches:
+        d = int(part.decimation[0])
+        n_out = -(-int(needed) // d)
+        total = trial_bytes * part.ndm * n_out
+        if scheme is not None:
+            total += sub_bytes * scheme.nsub * scheme.nominal_dms.size * (n_out + -(-part.overlap // d))
+        most = max(most, total)
+    return int(most)
 
 
 def dm_batches(plan: DMPlan, size: int, subbands: int | str | None = None) -> tuple[tuple[int, DMPlan, SubbandPlan | None], ...]:

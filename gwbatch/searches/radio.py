@@ -46,7 +46,7 @@ from gwbatch.pulse.search import PulseSettings
 from gwbatch.radio.candidates import cluster_triggers, effective_trials, flag_rfi, time_inf, time_top, undispersed
 from gwbatch.radio.condition import RadioConditioning, condition_spectra
 from gwbatch.radio.dedisperse import dedisperse
-from gwbatch.radio.dmplan import DMPlan, dm_batches, dm_plan, stage1_rows, subband_sweep_per_dm, trial_rows
+from gwbatch.radio.dmplan import DMPlan, batch_bytes, dm_batches, dm_plan, subband_sweep_per_dm
 from gwbatch.radio.pulses import TrialBlock, search_trials
 from gwbatch.searches.base import MemoryKnob, NetworkSettings, PrepareContext, Reduction
 from gwbatch.searches.common import ChunkRun, ChunkSeries
@@ -233,10 +233,12 @@ class RadioSearch:
         return settings.widest / settings.sample_rate / 4.0
 
     def work_bytes(self, settings: RadioSettings, read_samples: int) -> int:
-        """One beam at a time: its spectra, the largest batch's trials at their decimated rate, and
-        with sub-bands the largest batch's stage-1 buffer (float32 sub-band rows)."""
-        return int(read_samples * (SPECTRA_BYTES * len(settings.frequencies) + TRIAL_BYTES * trial_rows(settings.batches)
-                                   + 4 * stage1_rows(settings.batches)))
+        """One beam at a time: its spectra over the read span, and the largest batch's trials and
+        sub-band stage-1 buffer over the samples the chunk searches (the read span less the plan's
+        overlap; :func:`gwbatch.radio.dmplan.batch_bytes`)."""
+        needed = max(1, read_samples - settings.dm_plan.overlap)
+        return int(SPECTRA_BYTES * len(settings.frequencies) * read_samples
+                   + batch_bytes(settings.batches, needed, TRIAL_BYTES))
 
     def task_cost(self, settings: RadioSettings, read_samples: int) -> float:
         return float(len(settings.ifos) * read_samples * len(settings.frequencies)
