@@ -438,10 +438,16 @@ def _min_blocks_macro() -> str:
 
 
 def source() -> str:
+    return _source(tuple(DEFINES.items()), tuple(sorted(NARROW_BLOCKS.items())))
+
+
+@functools.cache
+def _source(defines: tuple, narrow: tuple) -> str:
+    """The module's source for these compile-time settings (made once: every launch asks for it)."""
     even, odd = interpolation_taps()
     constants = (f"#define HALO {HALO}\n#define EVEN_GAIN {float(even)!r}f\n#define ODD_TAPS {odd.size}\n"
                  "__constant__ float ODD[ODD_TAPS] = {" + ", ".join(f"{float(v)!r}f" for v in odd) + "};\n")
-    return "".join(f"#define {k} {v}\n" for k, v in DEFINES.items()) + _min_blocks_macro() + constants + SOURCE
+    return "".join(f"#define {k} {v}\n" for k, v in defines) + _min_blocks_macro() + constants + SOURCE
 
 
 @functools.cache
