@@ -154,10 +154,10 @@ def radio_plan(store, **search):
     return make_plan(c, read_meta(store))
 
 
-def test_radio_dm_batch_auto_is_sized_to_a_task_s_share_of_the_gpu(small_filterbank):
-    """``search.dm_batch: auto`` (the default): on a GPU worker the largest batch whose task fits its
-    share of the GPU (two tasks at once: half of USABLE each), the whole plan where it all fits; on
-    a CPU worker, and where set, the value stays."""
+def test_radio_dm_batch_auto_is_sized_to_the_gpu(small_filterbank):
+    """``search.dm_batch: auto`` (the default): on a GPU worker the largest batch whose task fits
+    the GPU's usable memory, the whole plan where it all fits; on a CPU worker, and where set, the
+    value stays."""
     from gwbatch.searches import get_search
     from workflow.memory import DEVICE, fit_memory, memory_need
 
@@ -171,18 +171,18 @@ def test_radio_dm_batch_auto_is_sized_to_a_task_s_share_of_the_gpu(small_filterb
         return memory_need(search, search.memory_knobs(settings)["search.dm_batch"].with_value(batch), read,
                            len(plan.ifos), True)[DEVICE]
 
-    whole = fit_memory({"": plan}, WorkerMemory(host=None, device=64 * GiB), 2)[""]
+    whole = fit_memory({"": plan}, WorkerMemory(host=None, device=64 * GiB))[""]
     assert whole.settings.dm_batch == ndm and whole.task_device_bytes == need(ndm)
-    # a GPU whose task share holds exactly half the trials
+    # a GPU whose usable memory holds exactly half the trials
     half = ndm // 2
-    device = int(need(half) * 2 / USABLE) + 2
-    fitted = fit_memory({"": plan}, WorkerMemory(host=None, device=device), 2)[""]
-    assert fitted.settings.dm_batch == half and need(half + 1) > USABLE * device / 2
+    device = int(need(half) / USABLE) + 2
+    fitted = fit_memory({"": plan}, WorkerMemory(host=None, device=device))[""]
+    assert fitted.settings.dm_batch == half and need(half + 1) > USABLE * device
     assert fitted.task_device_bytes == need(half) < whole.task_device_bytes
     check_memory({"": fitted}, WorkerMemory(host=None, device=device))
-    assert fit_memory({"": plan}, WorkerMemory(host=64 * GiB, device=None), 1)[""].settings.dm_batch == 512
+    assert fit_memory({"": plan}, WorkerMemory(host=64 * GiB, device=None))[""].settings.dm_batch == 512
     fixed = radio_plan(small_filterbank, dm_batch=7)
-    assert fit_memory({"": fixed}, WorkerMemory(host=None, device=64 * GiB), 1)[""].settings.dm_batch == 7
+    assert fit_memory({"": fixed}, WorkerMemory(host=None, device=64 * GiB))[""].settings.dm_batch == 7
 
 
 def test_radio_dm_batch_refuses_other_words(small_filterbank):

@@ -86,7 +86,7 @@ def run_members(run: RunDirectory, members: list[Member], cluster_cfg, backend: 
             f"; dashboard {cluster.dashboard}" if cluster.dashboard else "",
         )
         have = worker_memory(cluster)
-        fitted = fit_memory({m.name: m.plan for m in members}, have, cluster.threads)
+        fitted = fit_memory({m.name: m.plan for m in members}, have)
         for m in members:
             m.plan = fitted[m.name]
         check_memory(fitted, have)

@@ -124,15 +124,16 @@ def check_memory(plans: dict[str, object], have: WorkerMemory) -> None:
         raise ConfigError("the campaign does not fit the workers' memory:\n  " + "\n  ".join(problems))
 
 
-def fit_memory(plans: dict[str, Plan], have: WorkerMemory, tasks_per_worker: int) -> dict[str, Plan]:
+def fit_memory(plans: dict[str, Plan], have: WorkerMemory) -> dict[str, Plan]:
     """The plans with their searches' ``auto`` memory settings sized
     (:class:`gwbatch.searches.base.MemoryKnob`): on GPU workers, each the largest value up to its
-    ``auto_upto`` whose task fits ``1 / tasks_per_worker`` of :data:`USABLE` of the GPU's memory, so
-    that the tasks a worker runs at once fit together.  CPU workers, and settings that do not fit
-    even at 1 (:func:`check_memory` then says what to change), keep the search's value."""
+    ``auto_upto`` whose task fits :data:`USABLE` of the GPU's memory alone.  A worker runs two tasks
+    at once only where they fit together (:class:`Ledger`), so a setting sized for one task never
+    waits for less than the whole GPU.  CPU workers, and settings that do not fit even at 1
+    (:func:`check_memory` then says what to change), keep the search's value."""
     if have.device is None:
         return plans
-    share = USABLE * have.device / max(1, tasks_per_worker)
+    share = USABLE * have.device
     out = {}
     for name, plan in plans.items():
         search = get_search(plan.search)
@@ -145,7 +146,7 @@ def fit_memory(plans: dict[str, Plan], have: WorkerMemory, tasks_per_worker: int
                              <= share, knob.auto_upto + 1)
             if value:
                 settings = knob.with_value(value)
-                log.info("%s: %s auto: %d (a task's share of the GPU: %.1f GiB)", name or plan.search, key, value,
+                log.info("%s: %s auto: %d (a task's usable GPU memory: %.1f GiB)", name or plan.search, key, value,
                          share / GiB)
         if settings is not plan.settings:
             host, work = task_memory(search, settings, read, len(plan.ifos))

@@ -72,7 +72,7 @@ class MemoryKnob:
     """A setting that trades a task's memory for speed (:meth:`Search.memory_knobs`): its value and
     the settings with another value.  With ``auto_upto`` the setting is ``auto``: on GPU workers the
     workflow sizes it, once the workers are known, to the largest value up to ``auto_upto`` whose
-    tasks fit their share of the GPU's memory (:func:`workflow.memory.fit_memory`); CPU workers keep
+    task fits the GPU's usable memory (:func:`workflow.memory.fit_memory`); CPU workers keep
     ``value``."""
 
     value: int

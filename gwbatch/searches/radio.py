@@ -124,8 +124,8 @@ class RadioSearchConfig(StrictModel):
     rfi_beams: int = Field(3, ge=1, le=10000, description="an event in more than this many beams is RFI")
     rfi_dm: float = Field(1.0, ge=0, le=1e5, description="an event peaking at or below this DM is RFI (pc/cm³)")
     dm_batch: Annotated[int, Field(ge=1, le=1 << 20)] | Literal["auto"] = Field(
-        "auto", description="DM trials dedispersed and searched at once (memory); auto: as many as fit each "
-                            "task's share of a GPU worker's memory, 512 on CPU workers")
+        "auto", description="DM trials dedispersed and searched at once (memory); auto: as many as a task alone "
+                            "can hold on a GPU worker, 512 on CPU workers")
     subbands: Annotated[int, Field(ge=1, le=1 << 20)] | Literal["auto"] | None = Field(
         None, description="two-stage (sub-band) dedispersion with this many sub-bands (a divisor of the channel "
                           "count), or auto (the count with the fewest additions); null: brute force. Costs S/N: at "
