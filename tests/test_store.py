@@ -89,6 +89,27 @@ def test_dq_sample_mask():
     np.testing.assert_array_equal(mask_cat, [1, 1, 0, 0, 0, 0, 1, 1])
 
 
+def test_dq_sample_mask_per_second_equals_per_sample():
+    """The whole-number-rate path (a test per second, repeated) gives every sample the answer of
+    ``floor(k / rate)``, for spans that start and stop mid-second, before and past the record, and
+    for a rate that is not a whole number (the per-sample path)."""
+    rng = np.random.default_rng(5)
+    dq = rng.integers(0, 4, 50).astype(np.uint8)
+
+    def per_sample(start, stop, rate):
+        k = np.arange(start, stop)
+        sec = np.floor(k / rate).astype(np.int64)
+        inside = (sec >= 0) & (sec < dq.size)
+        ok = np.zeros(k.size, bool)
+        ok[inside] = (dq[sec[inside]] & 1) == 1
+        return ok
+
+    for rate in (1.0, 7.0, 16.0, 1000.0, 3906.25):
+        for start, stop in ((0, 1), (-13, 5), (3, int(rate) + 2), (int(rate * 48) - 3, int(rate * 52) + 9), (5, 5)):
+            got = dq_sample_mask(dq, 1, start, stop, rate)
+            np.testing.assert_array_equal(got, per_sample(start, stop, rate), err_msg=f"{rate} {start} {stop}")
+
+
 def test_dq_flag_names_checked(tmp_path):
     path = tmp_path / "s.zarr"
     with make(path) as w:
