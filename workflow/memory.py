@@ -81,9 +81,16 @@ def memory_need(search, settings, read_samples: int, n_ifos: int, gpu: bool) -> 
     return {HOST: host, DEVICE: work} if gpu else {HOST: host + work}
 
 
+def plan_need(plan, settings, gpu: bool, read_samples: int | None = None) -> dict[str, int]:
+    """:func:`memory_need` of a task of ``plan`` with ``settings`` reading ``read_samples`` (default:
+    the plan's longest task)."""
+    read = plan.read_samples if read_samples is None else read_samples
+    return memory_need(get_search(plan.search), settings, read, len(plan.ifos), gpu)
+
+
 def task_need(plan, spec, gpu: bool) -> dict[str, int]:
     """The memory chunk task ``spec`` holds while it runs (:func:`memory_need`)."""
-    return memory_need(get_search(plan.search), plan.settings, spec.read_stop - spec.read_start, len(plan.ifos), gpu)
+    return plan_need(plan, plan.settings, gpu, spec.read_stop - spec.read_start)
 
 
 def check_memory(plans: dict[str, object], have: WorkerMemory) -> None:
@@ -98,10 +105,10 @@ def check_memory(plans: dict[str, object], have: WorkerMemory) -> None:
     for name, plan in plans.items():
         search = get_search(plan.search)
         where = f"searches.{name}." if name else ""
-        read = max(c.read_stop - c.read_start for c in plan.chunks)
+        read = plan.read_samples
 
         def need(settings=plan.settings, n=read):  # bytes by place of a task reading n samples
-            return memory_need(search, settings, n, len(plan.ifos), gpu)
+            return plan_need(plan, settings, gpu, n)
 
         for part, limit, what in ((HOST, have.host, "memory limit"), (DEVICE, have.device, "GPU memory")):
             if limit is None or need().get(part, 0) <= USABLE * limit:
@@ -136,22 +143,16 @@ def fit_memory(plans: dict[str, Plan], have: WorkerMemory) -> dict[str, Plan]:
     share = USABLE * have.device
     out = {}
     for name, plan in plans.items():
-        search = get_search(plan.search)
-        read = max(c.read_stop - c.read_start for c in plan.chunks)
-        settings = plan.settings
+        search, settings = get_search(plan.search), plan.settings
         for key, knob in search.memory_knobs(settings).items():
             if knob.auto_upto is None:
                 continue
-            value = _largest(lambda v: memory_need(search, knob.with_value(v), read, len(plan.ifos), True)[DEVICE]
-                             <= share, knob.auto_upto + 1)
+            value = _largest(lambda v: plan_need(plan, knob.with_value(v), True)[DEVICE] <= share, knob.auto_upto + 1)
             if value:
                 settings = knob.with_value(value)
                 log.info("%s: %s auto: %d (a task's usable GPU memory: %.1f GiB)", name or plan.search, key, value,
                          share / GiB)
-        if settings is not plan.settings:
-            host, work = task_memory(search, settings, read, len(plan.ifos))
-            plan = replace(plan, settings=settings, task_memory_bytes=host + work, task_device_bytes=work)
-        out[name] = plan
+        out[name] = plan if settings is plan.settings else replace(plan, settings=settings)
     return out
 
 

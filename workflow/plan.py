@@ -55,8 +55,6 @@ class Plan:
     travel: tuple[tuple[float, ...], ...]  # light travel time (s) between detectors
     n_slides: int
     slide_step: float
-    task_memory_bytes: int  # one task on a CPU worker: host arrays plus the kernels' arrays
-    task_device_bytes: int  # the kernels' arrays, on the GPU of a GPU worker
     chunk_seconds: float  # plan.chunk as configured
     settings: object  # the search's frozen settings (gwbatch.searches.base.Search.settings)
     conditioning: ConditioningSettings
@@ -65,6 +63,21 @@ class Plan:
     segments: DataSegments  # science segments and vetoes as store-sample intervals (gwbatch.io.segments)
     injections: InjectionSet | None  # data.injections, placed on the store's grid; None: none
     reference: str | None = None  # background.reference: the run whose background the FARs are against
+
+    @property
+    def read_samples(self) -> int:
+        """Samples the longest task reads."""
+        return max(c.read_stop - c.read_start for c in self.chunks)
+
+    @property
+    def task_memory_bytes(self) -> int:
+        """One task on a CPU worker: host arrays plus the kernels' arrays (:func:`task_memory`)."""
+        return int(sum(task_memory(get_search(self.search), self.settings, self.read_samples, len(self.ifos))))
+
+    @property
+    def task_device_bytes(self) -> int:
+        """The kernels' arrays of one task, on the GPU of a GPU worker."""
+        return int(task_memory(get_search(self.search), self.settings, self.read_samples, len(self.ifos))[1])
 
     @property
     def ring(self) -> float:
@@ -209,7 +222,6 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     deep = campaign.background.deep_slides if n_slides else 0
     check_slides(len(ifos), n_slides + deep, campaign.background.slide_step, ring, reach,
                  "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span")
-    host, work = task_memory(search, settings, max(c.read_stop - c.read_start for c in chunks), len(ifos))
     return Plan(
         campaign_name=campaign.name,
         search=campaign.search.kind,
@@ -225,8 +237,6 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         travel=tuple(tuple(float(v) for v in row) for row in travel),
         n_slides=n_slides,
         slide_step=campaign.background.slide_step,
-        task_memory_bytes=int(host + work),
-        task_device_bytes=int(work),
         chunk_seconds=campaign.plan.chunk,
         settings=settings,
         conditioning=campaign.conditioning.settings(),
