@@ -114,7 +114,9 @@ def test_deep_lags_keep_exactly_the_events_above_the_cut(tmp_path, backend):
     assert cut is not None and (got[got["slide"] > 5]["rank"] >= cut).all()
     pd.testing.assert_frame_equal(pick(got[got["slide"] <= 5]), pick(want[want["slide"] <= 5]))
     above = want[(want["slide"] > 5) & (want["rank"] >= cut)]
-    assert len(above) >= 3  # measured: cut 3.16, 28 events
+    # the cut rises after each deep lag (far_tail 3, two chunks): measured 3.61 with 6 events kept
+    # of the full run's lags 6-20 (the base lags alone set 3.16, above which 28 are)
+    assert 3 <= len(above) < len(want[want["slide"] > 5]) // 2
     pd.testing.assert_frame_equal(pick(got[got["slide"] > 5]), pick(above))
     a, b = deep.reduced.candidates, full.reduced.candidates
     loud = a[a["rank"] >= cut]

@@ -10,8 +10,8 @@
 4. **Clusters** of black pixels per lag (:mod:`gwbatch.burst.clusters`); a cluster goes on if its
    energy could reach the event threshold (``sum E_j >= rho_min^2``, half the ``2 rho^2`` a signal
    needs) and it lies near the chunk's own samples; after its delayed amplitudes are made, only if
-   ``rho >= rho_min`` is possible at all (``rho^2 <= Eo / 2``, and ``Eo`` is at most the sum over
-   pixels and detectors of the largest energy over delays).
+   ``rho >= rho_min`` is possible at all (``rho^2 <= Ec / 2``, and ``Ec`` is at most the sum over
+   pixels of :func:`gwbatch.burst.skyloop.coherent_energy_bound`).
 5. **Sky loop** over all the lag's clusters in one call (:mod:`gwbatch.burst.skyloop`; the CUDA
    kernel on a GPU), then the **event** at each cluster's best direction (:func:`cluster_event`).
 6. Events with ``rho >= rho_min``, ``cc >= cc_min`` whose time is in the chunk's own samples are
@@ -32,7 +32,7 @@ import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.background.slides import trial_livetimes
-from gwbatch.background.trials import deep_trial_cut
+from gwbatch.background.trials import deep_trial_cut, noise_ranks
 from gwbatch.burst.clusters import (
     best_level_pixels,
     black_pixels,
@@ -47,6 +47,7 @@ from gwbatch.burst.skyloop import (
     SkyLoopCuts,
     SkyTable,
     cluster_statistics,
+    coherent_energy_bound,
     direction_statistics,
     sky_table,
 )
@@ -187,8 +188,9 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
     """``(events, skymaps, livetime, cut)`` of one chunk (module docstring): one row per event of
     every lag, zero-lag skymaps ``(E, S)`` float32 (row ``skymap`` of the table, ``-1`` without),
     the livetime of every lag (s), and the rank at and above which the deep lags' events are kept
-    (:func:`gwbatch.background.trials.deep_trial_cut` of the base lags; ``-inf`` without deep lags).
-    A deep lag skips the sky loop of every cluster whose energy cannot reach the cut."""
+    (:func:`gwbatch.background.trials.deep_trial_cut` of the base lags, risen after each deep lag
+    by :func:`_risen_cut`; ``-inf`` without deep lags).  A deep lag skips the sky loop of every
+    cluster whose coherent energy cannot reach the cut."""
     xp = array_namespace(net.x[0])
     fs, n_det = net.sample_rate, len(net.ifos)
     levels = resolutions(fs, settings.bandwidths, settings.f_low, settings.f_high)
@@ -253,6 +255,7 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
             rows += found
         elif found:  # a deep lag: its clustered events, all at or above the cut (rho >= floor)
             deep.append(_cluster_lags(pd.DataFrame(found), settings.cluster))
+            cut, deep = _risen_cut(cut, deep, base[is_zero], net.ifos, settings)
     if base is None:
         base = _cluster_lags(pd.DataFrame(rows) if rows else _empty_events(net.ifos), settings.cluster)
     events = pd.concat([base, *deep], ignore_index=True) if deep else base
@@ -262,6 +265,20 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
     events["skymap"] = remap[events["skymap"].to_numpy()]
     skymaps = np.stack([maps[i] for i in used]) if used.size else np.zeros((0, grid.size), np.float32)
     return events, skymaps, livetime, cut
+
+
+def _risen_cut(cut: float, deep: list, zero_lag: pd.DataFrame, ifos, settings: BurstSettings):
+    """``(cut, deep)``: the cut risen to the ``deep_tail + 1``-th loudest deep event so far that is
+    not a louder zero-lag event's own (:func:`gwbatch.background.trials.noise_ranks`), as the SPIIR
+    search's deep trials do, and the deep events at or above it.  Every later lag then keeps only
+    events at the risen cut, so the many quiet clusters skip the sky loop
+    (:func:`gwbatch.burst.skyloop.coherent_energy_bound`); the events at or above the final cut are
+    those of a run that kept every deep event."""
+    events = pd.concat(deep, ignore_index=True)
+    noise = noise_ranks(zero_lag, events, ifos, settings.cluster)
+    if noise.size > settings.deep_tail:
+        cut = max(cut, float(np.sort(noise)[::-1][settings.deep_tail]))
+    return cut, [events[events["rho"].to_numpy() >= cut]]
 
 
 def _all(masks: list):
@@ -300,8 +317,8 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
                 amps[i, xp.asarray(at)] = delayed_amplitudes(x_up[i], res, px.frame[sel][at], px.bin[sel][at],
                                                              int(shift[i]), n_delay)
         offsets = bounds[first:last + 1] - bounds[first]
-        # rho^2 <= Ec / 2 <= Lo / 2 <= Eo / 2, and Eo is at most every pixel's largest energy over delays
-        bound = to_host((xp.abs(amps) ** 2).max(axis=2).sum(axis=0)).astype(np.float64)
+        # rho^2 <= Ec / 2, and Ec is at most the clusters' coherent_energy_bound
+        bound = coherent_energy_bound(to_host(xp.abs(amps).max(axis=2)))
         reach = np.add.reduceat(bound, offsets[:-1]) if sel.size else np.zeros(0)
         hopeful = np.flatnonzero(reach >= 2.0 * rho_floor ** 2)
         if hopeful.size == 0:

@@ -97,6 +97,25 @@ def sky_table(delays: np.ndarray, fplus: np.ndarray, fcross: np.ndarray, sample_
                     np.ascontiguousarray(np.asarray(fcross).T, dtype=np.float32), int(n_delay), int(upsample))
 
 
+def coherent_energy_bound(peak: np.ndarray) -> np.ndarray:
+    """Per pixel, an upper bound on its coherent energy ``L_j - sum_i P_ii e_ij`` at every direction,
+    from ``peak`` ``(N, P)``: each detector's largest ``|a_ij|`` over the delays (host, any float).
+
+    The DPF likelihood is ``a^T P a`` with ``P`` the projector on the (regulated) signal plane, whose
+    eigenvalues lie in ``[0, 1]``; so the coherent part is at most ``a^T P a <= E_j`` and, as
+    ``|P_ik| <= sqrt(P_ii P_kk) <= 1``, at most ``sum_{i != k} |a_i| |a_k|``.  The smaller of the two,
+    with each ``|a_i|`` at its largest over the delays, holds for every direction; it is widened by
+    1e-5 of itself so that float32 amplitudes cannot put it under the float64 sums.  A cluster's
+    ``rho^2 <= Ec / 2`` (:func:`gwbatch.burst.chunk.network_measures`) is then at most half the
+    sum over its pixels: the sky loop can be skipped for clusters whose sum is below ``2 rho_min^2``.
+    The pair term is what prunes: noise clusters whose energy sits in one detector have little.
+    """
+    peak = np.asarray(peak, np.float64)
+    energy = np.sum(peak * peak, axis=0)
+    pairs = np.sum(peak, axis=0) ** 2 - energy
+    return np.minimum(energy, np.maximum(pairs, 0.0)) * (1.0 + 1e-5)
+
+
 @numba.njit(cache=True, inline="always")
 def _pixel(v, j, ml, fp, fx, s, l, delta):
     """Per-pixel energies and DPF likelihood at direction ``l``:
