@@ -105,3 +105,23 @@ def test_slide_settings_refused():
     with pytest.raises(ConfigError, match="more than the analysed span"):
         check_slides(3, 600, 1.0, 1000.0, 0.03)
     check_slides(3, 400, 1.0, 1000.0, 0.03)
+
+
+@pytest.mark.parametrize("n_ifos", [2, 3])
+def test_most_slides_is_the_check_s_boundary(n_ifos):
+    """``most_slides`` slides pass :func:`check_slides` and one more is refused, over rings, steps and
+    reaches drawn at random; one detector holds none; REACH_SLIDES is 10^4 yr per 30 days."""
+    from gwbatch.background import REACH_SLIDES, check_slides, most_slides
+    from gwbatch.errors import ConfigError
+
+    rng = np.random.default_rng(n_ifos)
+    for _ in range(200):
+        reach = rng.uniform(0.005, 0.05)
+        step = rng.uniform(2.0 * reach * 1.01, 2.0)
+        ring = rng.uniform(4.0 * reach + (n_ifos - 1) * step, 5000.0)
+        most = most_slides(n_ifos, step, ring, reach)
+        check_slides(n_ifos, most, step, ring, reach)
+        with pytest.raises(ConfigError, match="more than"):
+            check_slides(n_ifos, most + 1, step, ring, reach)
+    assert most_slides(1, 1.0, 100.0, 0.01) == 0
+    assert REACH_SLIDES * 30 / 365.25 == pytest.approx(1e4, rel=1e-4)

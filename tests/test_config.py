@@ -52,6 +52,19 @@ def test_unknown_top_level_key(tmp_path):
         load_campaign(write(tmp_path, MINIMAL + "sarch: {}\n"))
 
 
+def test_a_number_or_auto_is_one_line_at_the_key(tmp_path):
+    """A setting that takes a number or ``auto`` (a union): one line at the key, both alternatives
+    named, the value shown; ``auto`` and numbers are accepted."""
+    with pytest.raises(ConfigError) as err:
+        load_campaign(write(tmp_path, MINIMAL + "background: {deep_slides: -3}\n"))
+    lines = str(err.value).splitlines()
+    assert lines[1:] == ["  background.deep_slides: Input should be greater than or equal to 0, or input should be "
+                         "'auto' (got -3)"]
+    assert load_campaign(write(tmp_path, MINIMAL + "background: {deep_slides: auto}\n")).background.deep_slides == "auto"
+    assert load_campaign(write(tmp_path, MINIMAL + "background: {deep_slides: 40}\n")).background.deep_slides == 40
+    assert load_campaign(write(tmp_path, MINIMAL)).background.deep_slides == 0
+
+
 def test_wrong_type_names_key_and_value(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_campaign(write(tmp_path, MINIMAL + "  threshold: high\n"))

@@ -26,6 +26,31 @@ def test_plan_of_small_store(small_store):
     assert "4 tasks" in text and "H1, L1 at 1024 Hz" in text and "100 x 1 s" in text
 
 
+def test_auto_deep_slides_fill_the_ring_up_to_the_reach_goal(small_store):
+    """``background.deep_slides: auto``: the pulse search's slides of the 256 s span are as many as
+    the slide check allows (one more is refused), the burst search runs none, and a number is kept
+    as given."""
+    meta = read_meta(small_store)
+    plan = make_plan(campaign(small_store, plan={"chunk": 64.0}, background={"deep_slides": "auto"}), meta)
+    assert plan.n_slides == 100 and plan.deep_slides == 156  # 256 s of data, a ring of 257.25 s
+    assert "and 156 deep ones" in plan.describe(float(meta.t0))
+    make_plan(campaign(small_store, plan={"chunk": 64.0}, background={"deep_slides": 156}), meta)
+    with pytest.raises(ConfigError, match="257 slides .* more than the analysed span"):
+        make_plan(campaign(small_store, plan={"chunk": 64.0}, background={"deep_slides": 157}), meta)
+    kept = make_plan(campaign(small_store, plan={"chunk": 64.0}, background={"deep_slides": 7}), meta)
+    assert kept.deep_slides == 7 and kept.settings.network.deep_slides == 7
+    assert plan.settings.network.deep_slides == plan.deep_slides
+    burst = make_plan(campaign(small_store, plan={"chunk": 64.0}, search={"kind": "burst", "f_high": 480.0},
+                               background={"slides": 10, "deep_slides": "auto"}), meta)
+    assert burst.deep_slides == 0 and burst.settings.network.deep_slides == 0
+    none = make_plan(campaign(small_store, plan={"chunk": 64.0}, background={"slides": 0, "deep_slides": "auto"}), meta)
+    assert none.deep_slides == 0
+    # slides of 100 s: the 2 base ones are all the ring holds, so none are deep
+    assert make_plan(campaign(small_store, background={"slides": 2, "slide_step": 100.0, "deep_slides": "auto"}),
+                     meta).deep_slides == 0
+    assert make_plan(campaign(small_store), meta).deep_slides == 0  # the default: none
+
+
 def test_detector_missing_from_store(small_store):
     with pytest.raises(DataError, match="data.ifos names V1, not in store .* holds: H1, L1"):
         make_plan(campaign(small_store, data={"ifos": ["H1", "V1"]}), read_meta(small_store))

@@ -238,7 +238,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
         "background": {
             "method": bg.method,
             "slides": plan.n_slides,
-            "deep_slides": campaign.background.deep_slides if plan.n_slides else 0,
+            "deep_slides": plan.deep_slides,
             "deep_cut": bg.deep_cut if bg.deep_cut is not None and np.isfinite(bg.deep_cut) else None,
             "slide_step": plan.slide_step,
             "far_convention": FAR_CONVENTION,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gwbatch.background import check_slides
+from gwbatch.background import REACH_SLIDES, check_slides, most_slides
 from gwbatch.conditioning import ConditioningSettings
 from gwbatch.conditioning.psd import MIN_SEGMENTS
 from gwbatch.config import Campaign, physical_bounds
@@ -54,6 +54,7 @@ class Plan:
     chunks: tuple[ChunkSpec, ...]
     travel: tuple[tuple[float, ...], ...]  # light travel time (s) between detectors
     n_slides: int
+    deep_slides: int  # background.deep_slides, ``auto`` resolved (:func:`deep_slides`); 0 without slides
     slide_step: float
     chunk_seconds: float  # plan.chunk as configured
     settings: object  # the search's frozen settings (gwbatch.searches.base.Search.settings)
@@ -96,7 +97,8 @@ class Plan:
             f"span       GPS {t0_float + self.span_start / fs:.6f} .. {t0_float + self.span_stop / fs:.6f}"
             f" ({(self.span_stop - self.span_start) / fs:g} s, samples {self.span_start}..{self.span_stop})",
             f"chunks     {len(self.chunks)} tasks; halo {self.halo_before / fs:g} s before, {self.halo_after / fs:g} s after",
-            f"slides     {self.n_slides} x {self.slide_step:g} s (zero lag excluded from background)",
+            f"slides     {self.n_slides} x {self.slide_step:g} s (zero lag excluded from background)"
+            + (f", and {self.deep_slides} deep ones" if self.deep_slides else ""),
             *self._segment_lines(),
             f"memory     per task ~{self.task_memory_bytes / 2**20:.0f} MiB on a CPU worker, or"
             f" ~{(self.task_memory_bytes - self.task_device_bytes) / 2**20:.0f} MiB host +"
@@ -186,6 +188,22 @@ def task_memory(search, settings, read_samples: int, n_ifos: int) -> tuple[int, 
     return host, work + search.work_bytes(settings, read_samples)
 
 
+def deep_slides(campaign: Campaign, search, n_ifos: int, n_slides: int, ring: float, reach: float) -> int:
+    """``background.deep_slides`` as a number: as set, or for ``auto`` (searches whose deep slides
+    are cheap, :attr:`~gwbatch.searches.base.Search.auto_deep_slides`) the slides up to
+    :data:`~gwbatch.background.REACH_SLIDES` in all, as many as the ring of ``ring`` s holds
+    (:func:`~gwbatch.background.most_slides`); 0 without slides."""
+    asked = campaign.background.deep_slides
+    if not n_slides:
+        return 0
+    if asked != "auto":
+        return int(asked)
+    if not search.auto_deep_slides:
+        return 0
+    fits = most_slides(n_ifos, campaign.background.slide_step, ring, reach)
+    return max(min(REACH_SLIDES, fits) - n_slides, 0)
+
+
 def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     """Everything that will run, decided before anything runs."""
 
@@ -219,7 +237,11 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         ring = float(np.diff(edges).min()) / fs
     reach = float(travel.max()) + campaign.coincidence.window + 2.0 * search.max_uncertainty(settings)
     n_slides = campaign.background.slides if (campaign.coincidence.min_ifos > 1 and len(ifos) > 1) else 0
-    deep = campaign.background.deep_slides if n_slides else 0
+    deep = deep_slides(campaign, search, len(ifos), n_slides, ring, reach)
+    if campaign.background.deep_slides == "auto":  # the search's settings carry the number
+        campaign = campaign.model_copy(update={"background": campaign.background.model_copy(
+            update={"deep_slides": deep})})
+        settings = search.settings(campaign, fs, ifos, meta.layout)
     check_slides(len(ifos), n_slides + deep, campaign.background.slide_step, ring, reach,
                  "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span")
     return Plan(
@@ -236,6 +258,7 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         chunks=chunks,
         travel=tuple(tuple(float(v) for v in row) for row in travel),
         n_slides=n_slides,
+        deep_slides=deep,
         slide_step=campaign.background.slide_step,
         chunk_seconds=campaign.plan.chunk,
         settings=settings,

@@ -44,6 +44,20 @@ class BackgroundResult:
         return float(self.livetime[1:].sum())
 
 
+#: Slides (base and deep) whose counted reach is an IFAR of 10^4 yr per 30 days: every slide's
+#: livetime is the zero lag's, so the background time is this many times the data's, whatever its length.
+REACH_SLIDES = 121_750
+
+
+def most_slides(n_ifos: int, step: float, ring: float, coincidence_reach: float) -> int:
+    """The most slides of ``step`` s that :func:`check_slides` allows on a ring of ``ring`` s (0 when
+    none fits, or with one detector)."""
+    if n_ifos < 2:
+        return 0
+    room = (ring - 2.0 * coincidence_reach) / ((n_ifos - 1) * step)
+    return max(int(np.ceil(room)) - 1, 0)
+
+
 def check_slides(n_ifos: int, n_slides: int, step: float, ring: float, coincidence_reach: float,
                  ring_name: str = "the analysed span") -> None:
     """Refuse slide settings that would mix zero lag into background or reuse an alignment (PyCBC #4754);

@@ -186,6 +186,37 @@ def _is_search_tag(loc: tuple, i: int) -> bool:
     return i > 0 and loc[i - 1] == "search" and loc[i] in search_sections()
 
 
+#: How pydantic names the member of a union (``int | Literal["auto"]``) an error is about, as the
+#: last part of its location: ``constrained-int``, ``literal['auto']``, ``int``...
+UNION_MEMBER = re.compile(r"(constrained-)?(int|float|str|bool|none)|literal\[.*\]")
+
+
+def _union_member_key(err: dict) -> tuple | None:
+    """The key of an error about one member of a union (its location less the member's name), else None."""
+    loc = tuple(err["loc"])
+    if (err["type"] not in ("extra_forbidden", "missing") and loc and isinstance(loc[-1], str)
+            and UNION_MEMBER.fullmatch(loc[-1])):
+        return loc[:-1]
+    return None
+
+
+def _merged_unions(errors: list[dict]) -> list[dict]:
+    """The errors with those of one key's union members (``dm_batch: 0`` fails both ``int >= 1`` and
+    ``'auto'``: two errors in a row, each at the key plus the member's name) merged into one error at
+    the key, its messages joined by "or"."""
+    keys = [_union_member_key(e) for e in errors]
+    out: list[dict] = []
+    for i, err in enumerate(errors):
+        key = keys[i]
+        if key is None or not ((i > 0 and keys[i - 1] == key) or (i + 1 < len(errors) and keys[i + 1] == key)):
+            out.append(err)
+        elif i > 0 and keys[i - 1] == key:  # the next member of the union just added
+            out[-1]["msg"] += f", or {err['msg'][0].lower()}{err['msg'][1:]}"
+        else:
+            out.append({**err, "loc": key})
+    return out
+
+
 def _model_at(loc: tuple, root: type[BaseModel] | None = None) -> type[BaseModel] | None:
     """The model class that owns the last element of a validation-error location (with its search
     kind tag, if any)."""
@@ -211,7 +242,7 @@ def format_validation_error(exc: ValidationError, source: str, root: type[BaseMo
     """The header and one line per bad key (at most :data:`MAX_ERROR_LINES`), each naming the key, what
     is wrong or allowed, and the value it got, cut short."""
     lines = [f"{source}: invalid {'campaign' if root is None else 'bank'}"]
-    errors = exc.errors()
+    errors = _merged_unions(exc.errors())
     for err in errors[:MAX_ERROR_LINES]:
         tagged = tuple(err["loc"])
         loc = tuple(p for i, p in enumerate(tagged) if not _is_search_tag(tagged, i))

@@ -63,8 +63,9 @@ class NetworkSettings:
     def of(cls, campaign, n_ifos: int) -> "NetworkSettings":
         coinc, bg = campaign.coincidence, campaign.background
         slides = bg.slides if (coinc.min_ifos > 1 and n_ifos > 1) else 0
+        deep = bg.deep_slides if slides and bg.deep_slides != "auto" else 0  # auto: sized by the plan
         return cls(coinc.min_ifos, coinc.window, coinc.cluster_window, slides, bg.slide_step, bg.far_tail,
-                   bg.hierarchical_removal, bg.deep_slides if slides else 0)
+                   bg.hierarchical_removal, deep)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,10 @@ class Search(Protocol):
     #: coherent stage, the burst lags); False when candidates come from coincidence of the merged
     #: triggers with slides over the whole span.
     slides_in_chunks: ClassVar[bool]
+    #: True when ``background.deep_slides: auto`` runs deep slides for this search: its deep slides
+    #: cost far less than base ones (pulse: loudest trigger first; SPIIR: a network-SNR bound).
+    #: False where each costs a base one (the burst lags).
+    auto_deep_slides: ClassVar[bool]
     #: What :meth:`statistic_series` draws, for the report.
     statistic_name: ClassVar[str]
     #: The candidates' and background events' column their FARs are of.

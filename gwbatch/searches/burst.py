@@ -178,6 +178,7 @@ class BurstSearch:
     kind = "burst"
     section = BurstSearchConfig
     slides_in_chunks = True
+    auto_deep_slides = False  # a deep lag costs a base lag (docs/decisions.md)
     statistic_name = "band excess energy"
     rank_column = "rank"
     modelled = False

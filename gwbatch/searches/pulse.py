@@ -125,6 +125,7 @@ class PulseSearch:
     kind = "pulse"
     section = PulseSearchConfig
     slides_in_chunks = False
+    auto_deep_slides = True  # loudest trigger first: deep slides cost little
     statistic_name = "excess-energy SNR"
     rank_column = "snr"
     modelled = False

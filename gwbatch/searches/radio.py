@@ -186,6 +186,7 @@ class RadioSearch:
     kind = "radio"
     section = RadioSearchConfig
     slides_in_chunks = False
+    auto_deep_slides = False  # no slides (one beam's series)
     statistic_name = "dedispersed S/N"
     rank_column = "snr"
     modelled = False

@@ -221,6 +221,7 @@ class SpiirSearch:
     kind = "spiir"
     section = SpiirSearchConfig
     slides_in_chunks = True
+    auto_deep_slides = True  # bounded by the network SNR: deep trials cost little
     statistic_name = "SNR |z|"
     rank_column = "rank"
     modelled = True
