@@ -75,6 +75,18 @@ def deep_trial_cut(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str
     return deep_cut(noise_ranks(zero_lag, trials, ifos, window), tail)
 
 
+def risen_cut(cut: float, deep: pd.DataFrame, zero_lag: pd.DataFrame, ifos: tuple[str, ...], window: float,
+              tail: int) -> tuple[float, pd.DataFrame]:
+    """``(cut, kept)``: a chunk's deep-trial cut risen to the ``tail + 1``-th loudest of the ``deep``
+    events so far that is not a louder zero-lag event's own (:func:`noise_ranks`), and those events
+    at or above it.  Run after each round of deep trials, it keeps about ``tail`` deep events a chunk
+    however many trials run, and every event at or above the final cut (module docstring)."""
+    noise = noise_ranks(zero_lag, deep, ifos, window)
+    if noise.size > tail:
+        cut = max(cut, float(np.sort(noise)[::-1][tail]))
+    return cut, deep[deep["rank"].to_numpy() >= cut]
+
+
 def trial_background(zero_lag: pd.DataFrame, trials: pd.DataFrame, livetime: np.ndarray, *,
                      ifos: tuple[str, ...], step: float, window: float, tail: int = 0,
                      hierarchical: bool = False, n_base: int | None = None,

@@ -32,7 +32,7 @@ import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.background.slides import trial_livetimes
-from gwbatch.background.trials import deep_trial_cut, noise_ranks
+from gwbatch.background.trials import deep_trial_cut, risen_cut
 from gwbatch.burst.clusters import (
     best_level_pixels,
     black_pixels,
@@ -189,8 +189,8 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
     every lag, zero-lag skymaps ``(E, S)`` float32 (row ``skymap`` of the table, ``-1`` without),
     the livetime of every lag (s), and the rank at and above which the deep lags' events are kept
     (:func:`gwbatch.background.trials.deep_trial_cut` of the base lags, risen after each deep lag
-    by :func:`_risen_cut`; ``-inf`` without deep lags).  A deep lag skips the sky loop of every
-    cluster whose coherent energy cannot reach the cut."""
+    by :func:`gwbatch.background.trials.risen_cut`; ``-inf`` without deep lags).  A deep lag skips
+    the sky loop of every cluster whose coherent energy cannot reach the cut."""
     xp = array_namespace(net.x[0])
     fs, n_det = net.sample_rate, len(net.ifos)
     levels = resolutions(fs, settings.bandwidths, settings.f_low, settings.f_high)
@@ -255,7 +255,9 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
             rows += found
         elif found:  # a deep lag: its clustered events, all at or above the cut (rho >= floor)
             deep.append(_cluster_lags(pd.DataFrame(found), settings.cluster))
-            cut, deep = _risen_cut(cut, deep, base[is_zero], net.ifos, settings)
+            cut, kept = risen_cut(cut, pd.concat(deep, ignore_index=True), base[is_zero], net.ifos,
+                                  settings.cluster, settings.deep_tail)
+            deep = [kept]
     if base is None:
         base = _cluster_lags(pd.DataFrame(rows) if rows else _empty_events(net.ifos), settings.cluster)
     events = pd.concat([base, *deep], ignore_index=True) if deep else base
@@ -265,20 +267,6 @@ def burst_chunk(net: BurstNetwork, settings: BurstSettings):
     events["skymap"] = remap[events["skymap"].to_numpy()]
     skymaps = np.stack([maps[i] for i in used]) if used.size else np.zeros((0, grid.size), np.float32)
     return events, skymaps, livetime, cut
-
-
-def _risen_cut(cut: float, deep: list, zero_lag: pd.DataFrame, ifos, settings: BurstSettings):
-    """``(cut, deep)``: the cut risen to the ``deep_tail + 1``-th loudest deep event so far that is
-    not a louder zero-lag event's own (:func:`gwbatch.background.trials.noise_ranks`), as the SPIIR
-    search's deep trials do, and the deep events at or above it.  Every later lag then keeps only
-    events at the risen cut, so the many quiet clusters skip the sky loop
-    (:func:`gwbatch.burst.skyloop.coherent_energy_bound`); the events at or above the final cut are
-    those of a run that kept every deep event."""
-    events = pd.concat(deep, ignore_index=True)
-    noise = noise_ranks(zero_lag, events, ifos, settings.cluster)
-    if noise.size > settings.deep_tail:
-        cut = max(cut, float(np.sort(noise)[::-1][settings.deep_tail]))
-    return cut, [events[events["rho"].to_numpy() >= cut]]
 
 
 def _all(masks: list):

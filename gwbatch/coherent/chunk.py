@@ -46,7 +46,7 @@ import pandas as pd
 
 from gwbatch._xp import array_namespace, to_host
 from gwbatch.background.slides import trial_livetimes
-from gwbatch.background.trials import deep_trial_cut, noise_ranks
+from gwbatch.background.trials import deep_trial_cut, risen_cut
 from gwbatch.candidates.coincidence import cluster_in_time, cluster_per_key
 from gwbatch.coherent.network import coherent_sky_table
 from gwbatch.coherent.stage import NULL_FREE, events_at
@@ -206,10 +206,8 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
                 """Keep ``frame``'s deep events; the cut rises to the (deep_tail + 1)-th loudest deep
                 event so far that is not a louder zero-lag event's own, and what falls below goes."""
                 deep = _cluster_trials(pd.concat(deep_parts + [frame], ignore_index=True), settings, ref)
-                noise = noise_ranks(zero_seen, deep, net.ifos, settings.cluster)
-                if noise.size > settings.deep_tail:
-                    cut = max(cut, float(np.sort(noise)[::-1][settings.deep_tail]))
-                deep_parts[:] = [deep[deep["rank"].to_numpy() >= cut]]
+                cut, deep = risen_cut(cut, deep, zero_seen, net.ifos, settings.cluster, settings.deep_tail)
+                deep_parts[:] = [deep]
                 return cut
 
             cut = _deep_trials(snr, autocorr, slot, sample, pivot, table, mine, net, geometry.delays, grid, host_valid,
