@@ -36,6 +36,7 @@ usage: python benchmarks/radio_dedisperse.py [--backend cupy|numpy] [--quick] [-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -51,10 +52,11 @@ from gwbatch.radio.dedisperse import decimate_pairs, dedisperse  # noqa: E402
 from gwbatch.radio.dmplan import dm_batches, dm_plan, subband_plan  # noqa: E402
 from gwbatch.pulse.search import PulseSettings  # noqa: E402
 from gwbatch.radio.condition import RadioConditioning, condition_spectra  # noqa: E402
-from gwbatch.radio.pulses import TrialBlock, search_trials  # noqa: E402
+from gwbatch.radio.pulses import DEFAULT_BOXCARS, TrialBlock, search_trials  # noqa: E402
 
-#: The boxcars of the radio search's defaults (``RadioSearchConfig``): widths per round, S/N 6, a 2 s baseline.
-BOXCARS = PulseSettings(series="amplitude", threshold=6.0, decimation=(32, 16, 16, 16), sigma="white", clip=None,
+#: The boxcars of the radio search's defaults (``RadioSearchConfig``): widths per round, S/N 6, each
+#: trial's measured boxcar σ, a 2 s baseline.
+BOXCARS = PulseSettings(series="amplitude", threshold=6.0, decimation=DEFAULT_BOXCARS, sigma="linear", clip=None,
                         clip_iterations=1, merge_gap=0)
 BASELINE_S = 2.0
 
@@ -142,8 +144,12 @@ def main() -> None:
     ap.add_argument("--cpu-seconds", type=float, default=0.25, help="output span of the CPU twin's rows, s")
     ap.add_argument("--dm-batch", type=int, default=512, help="trials per batch of the batched row (the search's dm_batch)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sigma", default="linear", choices=("linear", "white"),
+                    help="boxcar σ of the trial search (the radio search's search.sigma; default linear)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    global BOXCARS
+    BOXCARS = dataclasses.replace(BOXCARS, sigma=args.sigma)
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)

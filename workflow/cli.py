@@ -159,6 +159,19 @@ def _require_noise_options(args) -> None:
                           "to inject radio pulses into a filterbank store)")
 
 
+def _boxcars(text: str) -> tuple[int, ...]:
+    """``--boxcars``: widths per round (the radio search's ``decimation``), checked as the search checks them."""
+    from gwbatch.pulse.plan import boxcar_plan
+
+    try:
+        widths = tuple(int(v) for v in text.split(","))
+        boxcar_plan(widths)
+    except ValueError as exc:
+        raise ConfigError(f"--boxcars {text!r} is not a boxcar plan: {exc} (allowed: whole widths per round, "
+                          "e.g. 32,16,16,16)") from None
+    return widths
+
+
 def cmd_simulate_pulses(args) -> int:
     from gwbatch.io.store import read_injections
     from gwbatch.radio.inject import simulate_pulses_store
@@ -172,7 +185,7 @@ def cmd_simulate_pulses(args) -> int:
         args.store, args.out, count=args.count, dm=_pair(args.dm, "--dm"), snr=_pair(args.snr, "--snr"),
         width=_pair(args.width, "--width"), seed=args.seed, spacing=args.spacing, scatter=scatter[0],
         scatter_frequency=scatter[1], spectral_index=_pair(args.spectral_index, "--spectral-index"),
-        trial_baseline=args.baseline, overwrite=args.overwrite,
+        trial_baseline=args.baseline, sigma=args.sigma, boxcars=_boxcars(args.boxcars), overwrite=args.overwrite,
     )
     table = read_injections(path)
     print(f"injected {len(table)} pulses: DM {table['dm'].min():.4g} to {table['dm'].max():.4g}, optimal S/N "
@@ -484,6 +497,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="window of a dedispersed trial's running baseline when the noise is measured: set it "
                              "to the radio search's search.baseline, which the S/N depends on (default 2, the "
                              "search's default)")
+    pulses.add_argument("--sigma", choices=("linear", "white"), default="linear",
+                        help="boxcar σ the S/N is measured with: set it to the radio search's search.sigma (default "
+                             "linear: measured per boxcar round, as the search's default)")
+    pulses.add_argument("--boxcars", default="32,16,16,16", metavar="N,N,...",
+                        help="boxcar widths per round, the radio search's search.decimation (default 32,16,16,16)")
     pulses.add_argument("--overwrite", action="store_true", help="replace an existing store")
     pulses.set_defaults(func=cmd_simulate_pulses)
 

@@ -9,6 +9,9 @@ temporaries of its size (issue 28's throughput):
   the columns past the input 0.
 - ``sk_sums``: sums of ``z²`` and ``z⁴`` of the normalised samples of spectral-kurtosis blocks,
   read from the spectra directly.
+- ``boxcar_mad``: the median absolute deviation of a trial's boxcar sums at chosen starts (the
+  measured boxcar σ, :func:`gwbatch.radio.pulses.boxcar_excess`): one thread block per (width, row)
+  gathers them from prefix sums into shared memory and sorts them there (bitonic), twice.
 
 CPU twin: :func:`gwbatch.radio.condition.clipped_moments` (and :func:`gwbatch.radio.condition.normalise`,
 :func:`gwbatch.radio.condition.sk_sums`, :func:`gwbatch.radio.pulses.block_moments`,
@@ -206,7 +209,81 @@ extern "C" __global__ void sk_sums(
         }
     }
 }
+
+#define MAD_BOXCARS 8192
+
+// Ascending bitonic sort of v[0, n) in shared memory (n a power of two) by the whole thread block.
+__device__ void bitonic_sort(float* v, int n)
+{
+    for (int k = 2; k <= n; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                const int p = i ^ j;
+                if (p > i) {
+                    const float a = v[i], b = v[p];
+                    if ((a > b) == ((i & k) == 0)) { v[i] = b; v[p] = a; }
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// Median of the n smallest of v (sorted), as the twin takes it: half the sum of the two middle ones.
+__device__ __forceinline__ float middle(const float* v, int n)
+{
+    return 0.5f * (v[(n - 1) / 2] + v[n / 2]);
+}
+
+// One block per (width w, row): the boxcar sums prefix[s + width] - prefix[s] (double, then float) at
+// the count[w] starts of that width whose samples are all valid (holes[s + width] == holes[s]); their
+// median absolute deviation (float) and how many there were.
+extern "C" __global__ void boxcar_mad(
+    const double* __restrict__ prefix, const double* __restrict__ holes, long long pitch,
+    const long long* __restrict__ starts, const long long* __restrict__ widths, const int* __restrict__ count,
+    int k_max, int n_widths, float* __restrict__ mad, int* __restrict__ valid)
+{
+    __shared__ float v[MAD_BOXCARS];
+    __shared__ int n_valid;
+    const float inf = __int_as_float(0x7f800000);
+    const int w = blockIdx.x;
+    const long long row = blockIdx.y;
+    const double* pr = prefix + row * pitch;
+    const double* hr = holes + row * pitch;
+    const long long width = widths[w];
+    const int c = count[w];
+    int size = 1;
+    while (size < c) size <<= 1;
+    if (threadIdx.x == 0) n_valid = 0;
+    __syncthreads();
+    int mine = 0;
+    for (int k = threadIdx.x; k < size; k += blockDim.x) {
+        float x = inf;
+        if (k < c) {
+            const long long s = starts[(long long)w * k_max + k];
+            if (hr[s + width] == hr[s]) { x = (float)(pr[s + width] - pr[s]); ++mine; }
+        }
+        v[k] = x;
+    }
+    atomicAdd(&n_valid, mine);
+    __syncthreads();
+    bitonic_sort(v, size);
+    const int n = n_valid;
+    const float centre = n > 0 ? middle(v, n) : 0.0f;
+    __syncthreads();
+    for (int k = threadIdx.x; k < size; k += blockDim.x) v[k] = k < n ? fabsf(v[k] - centre) : inf;
+    __syncthreads();
+    bitonic_sort(v, size);
+    if (threadIdx.x == 0) {
+        mad[row * n_widths + w] = n > 0 ? middle(v, n) : __int_as_float(0x7fffffff);
+        valid[row * n_widths + w] = n;
+    }
+}
 """
+
+#: Boxcar starts per (row, width) that :func:`boxcar_mad` sorts in shared memory at most.
+MAD_BOXCARS = 8192
+MAD_THREADS = 1024
 
 
 @functools.cache
@@ -322,3 +399,24 @@ def sk_sums(x, block_starts: np.ndarray, m: int, centres: np.ndarray, means, inv
 def compile_cases() -> list[tuple[str, str, tuple[str, ...]]]:
     """What tests/test_cuda_compile.py compiles with nvcc: ``(label, source, name expressions)``."""
     return [("moments", SOURCE, ())]
+
+
+def boxcar_mad(prefix, holes, starts, widths, count):
+    """For every row of the prefix sums ``prefix`` and ``holes`` (2-D float64 CuPy, C order: values
+    and invalid samples, a leading 0 column) and each width ``widths[w]``: the median absolute
+    deviation (float32) of the sums over ``[s, s + width)`` at the first ``count[w]`` starts of
+    ``starts[w]`` whose samples are all valid, and their number (int32), both ``(rows, widths)``.
+    At most :data:`MAD_BOXCARS` starts per width."""
+    import cupy
+
+    rows, pitch = prefix.shape
+    n_widths, k_max = starts.shape
+    if k_max > MAD_BOXCARS or holes.shape != prefix.shape or not (prefix.flags.c_contiguous and holes.flags.c_contiguous):
+        raise ValueError(f"need at most {MAD_BOXCARS} starts per width and C-ordered prefix sums of one shape")
+    mad = cupy.empty((rows, n_widths), cupy.float32)
+    valid = cupy.empty((rows, n_widths), cupy.int32)
+    _kernel("boxcar_mad")(
+        (n_widths, rows), (MAD_THREADS,),
+        (prefix, holes, np.int64(pitch), _device(starts, cupy.int64), _device(widths, cupy.int64),
+         _device(count, cupy.int32), np.int32(k_max), np.int32(n_widths), mad, valid))
+    return mad, valid

@@ -18,7 +18,7 @@ the spectrum is the pulse's per-channel S/N, as data whose bandpass is flattened
 
 **The S/N** a pulse is scaled to (its *optimal* S/N; :func:`optimal_snr`)::
 
-    S/N = max over w >= 1, j0 of  sum_{j=j0}^{j0+w-1} sum_{c good} p_c[j + d_c] / σ_c  /  (σ_DM sqrt(w))
+    S/N = max over w >= 1, j0 of  sum_{j=j0}^{j0+w-1} sum_{c good} p_c[j + d_c] / σ_c  /  (σ_DM sqrt(w) x(w))
 
 ``p_c`` the pulse in channel ``c`` (samples), ``d_c`` the search's integer delays at the pulse's
 DM (:func:`~gwbatch.radio.dedisperse.dm_delays`), ``σ_c`` the channel's noise σ and "good" the
@@ -34,7 +34,10 @@ it is more, and the search, which divides each trial by its own σ, sees that: p
 has σ_DM = 1.12, 1.11, 0.99 and 1.04 sqrt(n_good) at DM 100, 150, 200 and 250 with the default 2 s
 baseline, 1.03, 1.04, 0.97 and 1.04 with 0.1 s.  It is the S/N the search would measure without
 noise at the exact DM with every boxcar width; its trials lose up to a DM step and a width step of
-it, and its best of many trials gains from the noise.
+it, and its best of many trials gains from the noise.  ``x(w)`` is the search's boxcar σ over the
+white ``sqrt(w)`` measured on that normalised trial (``sigma: linear``,
+:func:`~gwbatch.radio.pulses.boxcar_excess`; 1 with ``sigma: white``): where the trial is red, a wide
+pulse's S/N is what the search, which measures it so, can reach.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ from gwbatch.errors import ConfigError, DataError
 from gwbatch.radio.condition import RadioConditioning, condition_spectra
 from gwbatch.radio.dedisperse import K_DM, dedisperse, dm_delays
 from gwbatch.radio.dmplan import DMPlan
-from gwbatch.radio.pulses import normalise_trials
+from gwbatch.pulse.plan import boxcar_plan
+from gwbatch.radio.pulses import DEFAULT_BOXCARS, measured_over_white, normalise_trials, series_excess
 
 #: FWHM of a Gaussian over its σ, 2 sqrt(2 ln 2).
 FWHM_PER_SIGMA = 2.0 * math.sqrt(2.0 * math.log(2.0))
@@ -128,10 +132,20 @@ class Noise:
     sigma: np.ndarray
     good: np.ndarray
     series_sigma: float
+    boxcar_excess: np.ndarray | None = None  # σ over white at widths 1, 2, 4, ... (sigma: linear); None: white
 
     @property
     def n_good(self) -> int:
         return int(self.good.sum())
+
+    def excess(self, widths: np.ndarray) -> np.ndarray:
+        """The search's boxcar σ over the white ``sqrt(w)`` for boxcars of ``widths`` samples
+        (:func:`~gwbatch.radio.pulses.measured_over_white`; 1 for white noise)."""
+        widths = np.asarray(widths, dtype=np.float64)
+        if self.boxcar_excess is None:
+            return np.ones_like(widths)
+        return measured_over_white(np.broadcast_to(self.boxcar_excess, (widths.size, self.boxcar_excess.size)),
+                                   widths)
 
 
 # --- dispersion and scattering -----------------------------------------------------------------
@@ -258,52 +272,62 @@ def dedispersed_profile(profile: DispersedPulse, freqs, tsamp: float, dm: float,
     return base, series
 
 
-def best_boxcar(series: np.ndarray) -> tuple[float, int, int]:
-    """The boxcar of any width with the largest ``sum / sqrt(width)`` over ``series``: that value,
-    its width and its first sample."""
+def best_boxcar(series: np.ndarray, excess=None) -> tuple[float, int, int]:
+    """The boxcar of any width with the largest ``sum / (sqrt(width) excess(width))`` over ``series``
+    (``excess``: the noise's boxcar σ over white, :meth:`Noise.excess`; None: 1): that value, its
+    width and its first sample."""
     csum = np.concatenate([[0.0], np.cumsum(series)])
+    scale = np.ones(series.size) if excess is None else excess(np.arange(1, series.size + 1))
     best = (-np.inf, 1, 0)
     for w in range(1, series.size + 1):
         sums = csum[w:] - csum[:-w]
         j = int(np.argmax(sums))
-        value = sums[j] / math.sqrt(w)
+        value = sums[j] / (math.sqrt(w) * scale[w - 1])
         if value > best[0]:
             best = (float(value), w, j)
     return best
 
 
 def optimal_snr(profile: DispersedPulse, freqs, tsamp: float, dm: float, good: np.ndarray,
-                series_sigma: float) -> tuple[float, int, int]:
+                series_sigma: float, excess=None) -> tuple[float, int, int]:
     """The optimal S/N (module docstring) of ``profile`` in units of each channel's σ: the best
-    boxcar over its good channels dedispersed at ``dm`` over ``series_sigma sqrt(w)``; with the
-    boxcar's width (samples) and first sample (at the highest channel)."""
+    boxcar over its good channels dedispersed at ``dm`` over ``series_sigma sqrt(w) excess(w)``; with
+    the boxcar's width (samples) and first sample (at the highest channel)."""
     base, series = dedispersed_profile(profile, freqs, tsamp, dm, good)
-    value, width, start = best_boxcar(series)
+    value, width, start = best_boxcar(series, excess)
     return value / series_sigma, width, base + start
 
 
 def measure_noise(spectra: np.ndarray, freqs, tsamp: float, dm: float,
                   conditioning: RadioConditioning = RadioConditioning(), mask=None,
-                  trial_baseline: float = TRIAL_BASELINE) -> Noise:
+                  trial_baseline: float = TRIAL_BASELINE, sigma: str = "linear",
+                  boxcars: tuple[int, ...] = DEFAULT_BOXCARS) -> Noise:
     """The noise of ``spectra`` ``(channel, time)`` as the radio search measures it (module
     docstring): channel σ and flags from :func:`condition_spectra` (``conditioning``, channel
     ``mask``), and the σ of the conditioned spectra dedispersed at ``dm`` less a running baseline of
     ``trial_baseline`` s (the search's ``baseline``), or sqrt(n_good) when fewer than
-    :data:`MIN_SERIES_SAMPLES` dedispersed samples fit."""
+    :data:`MIN_SERIES_SAMPLES` dedispersed samples fit; with ``sigma`` ``linear`` also that trial's
+    boxcar σ under the plan ``boxcars`` (:func:`~gwbatch.radio.pulses.series_excess`: the search's
+    ``sigma`` and ``decimation``)."""
     if not (math.isfinite(trial_baseline) and trial_baseline > 0):
         raise ConfigError(f"trial baseline {trial_baseline!r} s is not allowed: need a window > 0 s (the search's "
                           "baseline)")
     cond = condition_spectra(np.asarray(spectra, dtype=np.float32), conditioning, tsamp, mask)
     good = ~cond.mask
-    series_sigma = math.sqrt(max(cond.n_good, 1))
+    if sigma not in ("linear", "white"):
+        raise ConfigError(f"boxcar sigma model {sigma!r} is not allowed: linear or white (the search's sigma)")
+    series_sigma, excess = math.sqrt(max(cond.n_good, 1)), None
     plan = DMPlan.fixed(np.asarray(freqs, dtype=np.float64), tsamp, [dm])
     if cond.n_good and spectra.shape[1] - plan.overlap >= MIN_SERIES_SAMPLES:
         series = dedisperse(cond.spectra, freqs, tsamp, plan)[0].series
         window = max(1, int(round(trial_baseline / tsamp)))
-        _, sigma = normalise_trials(series, np.ones(series.shape, dtype=bool), window)
-        if np.isfinite(sigma[0]) and sigma[0] > 0:
-            series_sigma = float(sigma[0])
-    return Noise(cond.sigma, good, series_sigma)
+        valid = np.ones(series.shape, dtype=bool)
+        z, trial_sigma = normalise_trials(series, valid, window)
+        if np.isfinite(trial_sigma[0]) and trial_sigma[0] > 0:
+            series_sigma = float(trial_sigma[0])
+            if sigma == "linear":
+                excess = series_excess(z[0], valid[0], boxcar_plan(boxcars).max_width)
+    return Noise(cond.sigma, good, series_sigma, excess)
 
 
 @dataclass(frozen=True, eq=False)
@@ -323,7 +347,7 @@ class Injected:
 def scale_to_snr(pulse: Pulse, freqs, tsamp: float, noise: Noise) -> Injected:
     """``pulse`` with the amplitude that gives it its optimal S/N ``pulse.snr`` in ``noise``."""
     unit = pulse_profile(pulse, freqs, tsamp)
-    snr, width, start = optimal_snr(unit, freqs, tsamp, pulse.dm, noise.good, noise.series_sigma)
+    snr, width, start = optimal_snr(unit, freqs, tsamp, pulse.dm, noise.good, noise.series_sigma, noise.excess)
     if not snr > 0:
         raise DataError(f"the pulse at {pulse.time:.6f} s (DM {pulse.dm:g}) reaches no channel the search keeps "
                         f"({noise.n_good} good channels); it cannot be scaled to S/N {pulse.snr:g}")
@@ -356,15 +380,17 @@ def noise_window(pulse: Pulse, freqs, tsamp: float, lo: int, hi: int) -> tuple[i
 
 def inject_pulses(spectra: np.ndarray, freqs, tsamp: float, pulses: list[Pulse],
                   conditioning: RadioConditioning = RadioConditioning(), mask=None,
-                  trial_baseline: float = TRIAL_BASELINE) -> tuple[np.ndarray, list[Injected]]:
+                  trial_baseline: float = TRIAL_BASELINE, sigma: str = "linear",
+                  boxcars: tuple[int, ...] = DEFAULT_BOXCARS) -> tuple[np.ndarray, list[Injected]]:
     """``spectra`` ``(channel, time)`` with ``pulses`` added (float32; a pulse's ``time`` counts from
     sample 0), each scaled to its S/N in the noise of the spectra around it before any pulse is
-    added (:func:`noise_window`, :func:`measure_noise` with ``conditioning``, ``mask`` and
-    ``trial_baseline``)."""
+    added (:func:`noise_window`, :func:`measure_noise` with ``conditioning``, ``mask``,
+    ``trial_baseline``, ``sigma`` and ``boxcars``)."""
     injected = []
     for pulse in pulses:
         a, b = noise_window(pulse, freqs, tsamp, 0, spectra.shape[1])
-        noise = measure_noise(spectra[:, a:b], freqs, tsamp, pulse.dm, conditioning, mask, trial_baseline)
+        noise = measure_noise(spectra[:, a:b], freqs, tsamp, pulse.dm, conditioning, mask, trial_baseline, sigma,
+                              boxcars)
         injected.append(scale_to_snr(pulse, freqs, tsamp, noise))
     return add_pulses(spectra, [i.pulse for i in injected]), injected
 
@@ -503,14 +529,15 @@ def injection_table(pulses: list[Pulse], injected: list[Injected], beams: list[s
 def simulate_pulses_store(store, out, *, count: int, dm, snr, width, seed: int, spacing: float = 1.0,
                           scatter: float = 0.0, scatter_frequency: float = 1000.0, spectral_index=0.0,
                           conditioning: RadioConditioning = RadioConditioning(), trial_baseline: float = TRIAL_BASELINE,
+                          sigma: str = "linear", boxcars: tuple[int, ...] = DEFAULT_BOXCARS,
                           overwrite: bool = False) -> Path:
     """A copy of filterbank store ``store`` at ``out`` with ``count`` pulses added (:func:`draw_pulses`,
     each in one beam drawn uniformly, in the seconds its DQ bit ``DATA`` passes), scaled in the noise
-    that ``conditioning`` and ``trial_baseline`` measure (:func:`measure_noise`: set them as the search
-    that will look for the pulses has them), and listed in its injection table.  The copy keeps the
-    grid, the channels, the DQ and the provenance (under ``base``), but its spectra are float32:
-    injected data are no longer at the recorded precision.  Chunks never written in ``store`` stay
-    unwritten."""
+    that ``conditioning``, ``trial_baseline``, ``sigma`` and ``boxcars`` measure (:func:`measure_noise`:
+    set them as the search that will look for the pulses has them), and listed in its injection
+    table.  The copy keeps the grid, the channels, the DQ and the provenance (under ``base``), but
+    its spectra are float32: injected data are no longer at the recorded precision.  Chunks never
+    written in ``store`` stay unwritten."""
     from gwbatch.io.store import read_dq, read_meta, store_identity
 
     meta = read_meta(store)
@@ -528,13 +555,14 @@ def simulate_pulses_store(store, out, *, count: int, dm, snr, width, seed: int, 
     population = dict(dm=dm, snr=snr, width=width, spacing=spacing, scatter=scatter,
                       scatter_frequency=scatter_frequency, spectral_index=spectral_index)
     pulses, beams = _draw_in_beams(rng, count, meta.ifos, freqs, intervals, population)
-    injected = [_scaled_in_store(meta, beam, pulse, intervals[beam], conditioning, trial_baseline)
+    injected = [_scaled_in_store(meta, beam, pulse, intervals[beam], conditioning, trial_baseline, sigma, boxcars)
                 for pulse, beam in zip(pulses, beams)]
     table = injection_table(pulses, injected, beams, meta.ifos, float(meta.t0), freqs, 1.0 / meta.sample_rate)
     provenance = {"source": "simulate pulses", "base": meta.provenance,
                   "base_store": {"path": str(meta.path), "dtype": meta.layout.dtype,
                                  "identity": {k: v for k, v in store_identity(meta).items() if k != "provenance"}},
-                  "pulses": {"count": count, "seed": seed, "trial_baseline": trial_baseline,
+                  "pulses": {"count": count, "seed": seed, "trial_baseline": trial_baseline, "sigma": sigma,
+                             "boxcars": [int(b) for b in boxcars],
                              **{k: [float(x) for x in np.atleast_1d(v)] for k, v in population.items()}},
                   "note": "spectra are float32: the injected data are no longer at the recorded precision"}
     return _write_copy(meta, out, dq, {beam: [i.pulse for i, b in zip(injected, beams) if b == beam]
@@ -554,7 +582,7 @@ def _draw_in_beams(rng: np.random.Generator, count: int, ifos, freqs, intervals:
 
 
 def _scaled_in_store(meta, beam: str, pulse: Pulse, intervals, conditioning: RadioConditioning,
-                     trial_baseline: float) -> Injected:
+                     trial_baseline: float, sigma: str, boxcars: tuple[int, ...]) -> Injected:
     """``pulse`` scaled in the noise of ``beam`` around it (:func:`noise_window`, within its stretch
     of valid data)."""
     from gwbatch.io.store import read_spectra
@@ -563,7 +591,7 @@ def _scaled_in_store(meta, beam: str, pulse: Pulse, intervals, conditioning: Rad
     lo, hi = next((math.ceil(a * rate), math.floor(b * rate)) for a, b in intervals if a <= pulse.time < b)
     a, b = noise_window(pulse, freqs, 1.0 / rate, lo, hi)
     noise = measure_noise(read_spectra(meta, beam, a, b), freqs, 1.0 / rate, pulse.dm, conditioning,
-                          trial_baseline=trial_baseline)
+                          trial_baseline=trial_baseline, sigma=sigma, boxcars=boxcars)
     return scale_to_snr(pulse, freqs, 1.0 / rate, noise)
 
 

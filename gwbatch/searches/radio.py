@@ -12,7 +12,8 @@ every chunk are clustered friends-of-friends in (time, DM, width) per beam, flag
 seen in many beams or at DM 0 (:mod:`gwbatch.radio.candidates`), and written as a Heimdall
 ``.cand`` file beside the candidate table.
 
-False alarms come from the noise statistics: the trials are unit-variance Gaussian noise, so the
+False alarms come from the noise statistics: each boxcar is normalised by its trial's measured σ
+(``sigma: linear``, :mod:`gwbatch.radio.pulses`), so the boxcars are unit-variance noise and the
 rate of noise events at least as loud as a candidate is the number of effective trials (DM trials
 × boxcar widths × samples over width, Cordes & McLaughlin 2003) times the Gaussian tail, over the
 beam's analysed time (``far_kind`` "noise model").  ``tests/test_radio_search.py`` checks this
@@ -47,7 +48,9 @@ from gwbatch.radio.candidates import cluster_triggers, effective_trials, flag_rf
 from gwbatch.radio.condition import RadioConditioning, condition_spectra
 from gwbatch.radio.dedisperse import dedisperse
 from gwbatch.radio.dmplan import DMPlan, batch_bytes, dm_batches, dm_plan, subband_sweep_per_dm
-from gwbatch.radio.pulses import TrialBlock, search_trials
+from gwbatch.radio.pulses import (
+    DEFAULT_BOXCARS, TrialBlock, boxcar_excess, measured_over_white, normalise_trials, search_trials,
+)
 from gwbatch.searches.base import MemoryKnob, NetworkSettings, PrepareContext, Reduction
 from gwbatch.searches.common import ChunkRun, ChunkSeries
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
@@ -112,17 +115,21 @@ class RadioSearchConfig(StrictModel):
     decimate: bool = Field(True, description="search high-DM trials at a lower time resolution (DM plan)")
     threshold: Snr = Field(6.0, description="boxcar S/N threshold (σ)")
     decimation: list[Annotated[int, Field(ge=1, le=MAX_WIDTHS_PER_ROUND)]] = Field(
-        [32, 16, 16, 16], max_length=MAX_ROUNDS,
+        list(DEFAULT_BOXCARS), max_length=MAX_ROUNDS,
         description="boxcar widths per round over each trial: round 0 at the trial's rate, then each round "
                     "decimates by 2",
     )
     baseline: float = Field(2.0, gt=0, le=3600, description="running-median baseline of each dedispersed trial (s)")
+    sigma: Literal["white", "linear"] = Field(
+        "linear", description="boxcar σ_N: linear = measured per trial and boxcar round (eq. 5; red noise lowers "
+                              "wide boxcars' S/N, never raises it); white = sqrt(N) (unit-variance trials)")
     cluster_time: float = Field(3.0, ge=0, le=1000, description="friends in time within this many widths of the "
                                                                 "wider boxcar (Heimdall: 3)")
     cluster_dm: int = Field(200, ge=0, le=100000, description="friends within this many DM trials (Heimdall: 200)")
     cluster_width: float | None = Field(8.0, ge=1, le=1e6, description="friends when widths are within this ratio; null: any")
     rfi_beams: int = Field(3, ge=1, le=10000, description="an event in more than this many beams is RFI")
-    rfi_dm: float = Field(1.0, ge=0, le=1e5, description="an event peaking at or below this DM is RFI (pc/cm³)")
+    rfi_dm: float = Field(1.5, ge=0, le=1e5, description="an event peaking at or below this DM is RFI (pc/cm³; "
+                                                      "Heimdall's cand_rfi_dm_cut)")
     dm_batch: Annotated[int, Field(ge=1, le=1 << 20)] | Literal["auto"] = Field(
         "auto", description="DM trials dedispersed and searched at once (memory); auto: as many as a task alone "
                             "can hold on a GPU worker, 512 on CPU workers")
@@ -209,7 +216,7 @@ class RadioSearch:
 
             mask = tuple(bool(v) for v in read_channel_mask(s.rfi.mask, freqs.size))
         boxcars = PulseSettings(series="amplitude", threshold=s.threshold, decimation=tuple(s.decimation),
-                                sigma="white", clip=None, clip_iterations=1, merge_gap=0)
+                                sigma=s.sigma, clip=None, clip_iterations=1, merge_gap=0)
         return RadioSettings(sample_rate, tuple(ifos), tuple(float(f) for f in freqs), plan, s.rfi.settings(), mask,
                              boxcars, s.baseline, (s.cluster_time, s.cluster_dm, s.cluster_width), s.rfi_beams,
                              s.rfi_dm, CPU_DM_BATCH if s.dm_batch == "auto" else s.dm_batch, s.subbands,
@@ -366,12 +373,7 @@ class RadioSearch:
         profile = shifted.sum(axis=0) / np.sqrt(max(cond.n_good, 1))
         box = np.convolve(profile, np.ones(width), mode="full")[width - 1 : width - 1 + profile.size] / np.sqrt(width)
         nearby = np.arange(max(0, int(row["dm_index"]) - BOWTIE_TRIALS), min(plan.ndm, int(row["dm_index"]) + BOWTIE_TRIALS + 1))
-        bow = DMPlan.fixed(freqs, tsamp, plan.dms[nearby])
-        reach = min(spectra.shape[1], hi + bow.overlap)
-        trials = dedisperse(spectra[:, lo:reach], freqs, tsamp, bow)[0].series[:, : hi - lo]
-        noise = np.sqrt(max(cond.n_good, 1) * width)
-        csum = np.concatenate([np.zeros((trials.shape[0], 1)), np.cumsum(trials, axis=1)], axis=1)
-        bowtie = (csum[:, width:] - csum[:, :-width]) / noise
+        bowtie = _bowtie(spectra, freqs, settings, plan.dms[nearby], width, lo, hi)
         fbin = max(1, freqs.size // WATERFALL_CHANNELS)
         tbin = max(1, (hi - lo) // WATERFALL_BINS)
         nf, nt = freqs.size // fbin, (hi - lo) // tbin
@@ -389,6 +391,24 @@ class RadioSearch:
 
     def candidate_pixels(self, settings, series, row: pd.Series, at: float, half_width: float):
         return None
+
+
+def _bowtie(spectra: np.ndarray, freqs: np.ndarray, settings: RadioSettings, dms: np.ndarray, width: int, lo: int,
+            hi: int) -> np.ndarray:
+    """Boxcar S/N of ``width`` samples starting at samples ``lo:hi`` of the read span, over the trials
+    ``dms`` at the full rate, normalised as the search normalises its trials (running baseline, σ,
+    and with ``sigma: linear`` each trial's measured boxcar σ; :mod:`gwbatch.radio.pulses`)."""
+    tsamp = settings.tsamp
+    trials = dedisperse(spectra, freqs, tsamp, DMPlan.fixed(freqs, tsamp, dms))[0].series
+    valid = np.ones(trials.shape, dtype=bool)
+    z, _ = normalise_trials(trials, valid, max(1, int(round(settings.baseline / tsamp))))
+    scale = np.full(z.shape[0], np.sqrt(width))
+    if settings.boxcars.sigma == "linear":
+        excess = boxcar_excess(z, valid.view(np.uint8), np.arange(z.shape[0]), width)
+        scale *= measured_over_white(excess, np.full(z.shape[0], float(width)))
+    z = z[:, lo:hi]
+    csum = np.concatenate([np.zeros((z.shape[0], 1)), np.cumsum(z, axis=1, dtype=np.float64)], axis=1)
+    return (csum[:, width:] - csum[:, :-width]) / scale[:, None]
 
 
 def _window_of(x: np.ndarray, start: int, n: int) -> np.ndarray:
