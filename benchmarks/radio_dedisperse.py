@@ -56,7 +56,7 @@ from gwbatch.radio.pulses import DEFAULT_BOXCARS, TrialBlock, search_trials  # n
 
 #: The boxcars of the radio search's defaults (``RadioSearchConfig``): widths per round, S/N 6, each
 #: trial's measured boxcar σ, a 2 s baseline.
-BOXCARS = PulseSettings(series="amplitude", threshold=6.0, decimation=DEFAULT_BOXCARS, sigma="linear", clip=None,
+BOXCARS = PulseSettings(series="amplitude", threshold=6.0, decimation=DEFAULT_BOXCARS, sigma="measured", clip=None,
                         clip_iterations=1, merge_gap=0)
 BASELINE_S = 2.0
 
@@ -144,8 +144,8 @@ def main() -> None:
     ap.add_argument("--cpu-seconds", type=float, default=0.25, help="output span of the CPU twin's rows, s")
     ap.add_argument("--dm-batch", type=int, default=512, help="trials per batch of the batched row (the search's dm_batch)")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--sigma", default="linear", choices=("linear", "white"),
-                    help="boxcar σ of the trial search (the radio search's search.sigma; default linear)")
+    ap.add_argument("--sigma", default="measured", choices=("measured", "white"),
+                    help="boxcar σ of the trial search (the radio search's search.sigma; default measured)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     global BOXCARS
@@ -190,7 +190,7 @@ def main() -> None:
         "device": device_name(args.backend), "backend": args.backend, "nchan": args.nchan, "fch1": args.fch1,
         "bandwidth": args.bandwidth, "tsamp": args.tsamp, "dm_max": args.dm_max, "tolerance": args.tolerance,
         "trials": plan.ndm, "levels": [[d, s.stop - s.start] for d, s in plan.levels], "overlap_s": plan.overlap * args.tsamp,
-        "span_s": span, "nsub": scheme.nsub, "nominal_dms": int(scheme.nominal_dms.size),
+        "span_s": span, "sigma": args.sigma, "nsub": scheme.nsub, "nominal_dms": int(scheme.nominal_dms.size),
         "brute_adds_per_s_of_data": plan.adds_per_second, "subband_adds_per_s_of_data": scheme.adds_per_second,
         "series_samples_per_s_of_data": float(np.sum(1.0 / (plan.decimation * args.tsamp))),
         "planning_s": planning, "rows": rows,

@@ -1,4 +1,4 @@
-"""The radio search's boxcar σ measured per trial (``search.sigma: linear``,
+"""The radio search's boxcar σ measured per trial (``search.sigma: measured``,
 :func:`gwbatch.radio.pulses.boxcar_excess`): white noise stays white, red noise gets its analytic σ,
 masked samples stay out, and a red trial's S/N counts what a Gaussian trial of its σ would."""
 
@@ -103,31 +103,31 @@ def test_red_trials_count_false_alarms_as_gaussian_trials_do(backend):
     rng = np.random.default_rng(7)
     series = ar1(rng, 8, 1 << 16, 0.95)
     found = {}
-    for sigma in ("white", "linear"):
+    for sigma in ("white", "measured"):
         boxcars = PulseSettings(series="amplitude", threshold=4.5, decimation=DEFAULT_BOXCARS, sigma=sigma, clip=None,
                                 clip_iterations=1, merge_gap=0)
         block = TrialBlock(np.arange(8), 1, xp.asarray(series), xp.ones(series.shape, dtype=bool))
         found[sigma] = search_trials(block, boxcars, 1 << 14)
-    white, linear = found["white"], found["linear"]
+    white, measured = found["white"], found["measured"]
     assert len(white) > 1000
     # independent tests over widths (Cordes & McLaughlin) x Q(4.5): an upper bound on the count
     widths = np.array(boxcar_plan(DEFAULT_BOXCARS).widths, dtype=np.float64)
     expected = 8 * np.sum(series.shape[1] / widths) * norm.sf(4.5)
-    assert len(linear) <= expected + 3 * np.sqrt(expected), (len(linear), expected)
-    assert (linear["snr"] >= 4.5).all()
+    assert len(measured) <= expected + 3 * np.sqrt(expected), (len(measured), expected)
+    assert (measured["snr"] >= 4.5).all()
     gaussian = np.random.default_rng(8).standard_normal((8, 1 << 16)).astype(np.float32)
     counts = {}
-    for sigma in ("white", "linear"):
+    for sigma in ("white", "measured"):
         boxcars = PulseSettings(series="amplitude", threshold=4.0, decimation=DEFAULT_BOXCARS, sigma=sigma, clip=None,
                                 clip_iterations=1, merge_gap=0)
         block = TrialBlock(np.arange(8), 1, xp.asarray(gaussian), xp.ones(gaussian.shape, dtype=bool))
         counts[sigma] = len(search_trials(block, boxcars, 1 << 14))
-    assert 0.7 * counts["white"] <= counts["linear"] <= counts["white"], counts
+    assert 0.7 * counts["white"] <= counts["measured"] <= counts["white"], counts
     if backend == "cupy":
         cpu = search_trials(TrialBlock(np.arange(8), 1, series, np.ones(series.shape, dtype=bool)),
                             PulseSettings(series="amplitude", threshold=4.5, decimation=DEFAULT_BOXCARS,
-                                          sigma="linear", clip=None, clip_iterations=1, merge_gap=0), 1 << 14)
-        a, b = (f.sort_values(["dm_index", "sample", "width"]).reset_index(drop=True) for f in (cpu, linear))
+                                          sigma="measured", clip=None, clip_iterations=1, merge_gap=0), 1 << 14)
+        a, b = (f.sort_values(["dm_index", "sample", "width"]).reset_index(drop=True) for f in (cpu, measured))
         assert len(a) == len(b) and np.array_equal(a["sample"], b["sample"]) and np.array_equal(a["width"], b["width"])
         np.testing.assert_allclose(b["snr"], a["snr"], rtol=1e-4)
 

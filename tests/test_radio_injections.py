@@ -143,6 +143,9 @@ def test_cli_refuses_dms_whose_sweep_exceeds_the_file(parkes_store, tmp_path, ca
     assert "the largest DM that fits (width 0.004 s) is 256 pc cm^-3" in err and not out.exists()
     assert main([*args, "--dm", "100,250", "--scatter", "0.001"]) == 2
     assert "--scatter expects TAU,FREF (s, MHz), got '0.001'" in capsys.readouterr().err
+    assert main([*args, "--dm", "100,250", "--boxcars", "31,16"]) == 2
+    err = capsys.readouterr().err
+    assert "--boxcars '31,16' is not a boxcar plan" in err and "multiple of 2 samples" in err and not out.exists()
 
 
 def test_simulated_store_is_the_original_plus_the_listed_pulses(parkes_store, tmp_path):
@@ -213,7 +216,7 @@ def test_radio_search_finds_pulses_in_real_parkes_noise(tmp_path):
     - ``baseline`` 0.1 s: with the default 2 s the real data's slow wander lifts boxcars of ~80 ms
       in a cluster reaching from DM 0 to 160 that swallows pulses; 0.1 s is 195 samples, ten times the
       widest pulse's optimal boxcar.  The pulses are scaled with the same window (``--baseline 0.1``)
-      and the search's boxcar σ (``--sigma linear``, the default), since their S/N is the search's.
+      and the search's boxcar σ (``--sigma measured``, the default), since their S/N is the search's.
     - ``cluster_dm`` 20 trials: with Heimdall's 200 the cluster of the undispersed interference,
       which spans the file, reaches far in DM and a pulse that joins it takes its time and DM.
 

@@ -37,7 +37,7 @@ def test_tutorial_pulsar_pulses_on_its_period_at_its_dm(tutorial_run):
     t0 = float(c["gps_time"].min())
     phase = ((c["gps_time"] - t0 + 0.5 * PERIOD) % PERIOD) - 0.5 * PERIOD  # from the first pulse
     on = (np.abs(phase) < 0.02) & ~c["rfi"]
-    # 231 measured with the boxcar σ measured per trial (sigma: linear, the default; 228 with white σ)
+    # 231 measured with the boxcar σ measured per trial (sigma: measured, the default; 228 with white σ)
     assert on.sum() >= 216, on.sum()  # 90 % of the ~240
     assert (~on & ~c["rfi"]).sum() <= 3  # noise: the model expects ~0.9 at S/N >= 5 (0 measured)
     steps = np.diff(np.sort(c["dm"].unique()))
@@ -82,7 +82,7 @@ def test_parkes_noise_candidates_match_the_trial_count(tmp_path):
     """Real Parkes UWL data (832 channels, 2.1 s, no sky pulse), DM 0-250 (all the sweep the file
     holds).  Its dedispersed trials are red (a receiver's slow wander, a 150 Hz broadband line): a
     boxcar of 128 samples at DM 4.4 has σ 4.9 sqrt(128).  With the boxcar σ measured per trial
-    (``sigma: linear``, the default) the candidates number what the trial count allows: none at S/N
+    (``sigma: measured``, the default) the candidates number what the trial count allows: none at S/N
     >= 7 (the noise model expects 7e-6; the acceptance allows at most 2) and, at S/N >= 5, no more
     than the model's 1.6 + 3 sqrt(1.6) (0 measured).  With ``sigma: white`` the same data give an
     unflagged S/N-7.7 event (DM 6.7, a 65 ms boxcar) and a broadband S/N-13.3 event that the RFI test
@@ -90,7 +90,7 @@ def test_parkes_noise_candidates_match_the_trial_count(tmp_path):
     inconsistent with the trial count, and the undispersed flag is kept on real data."""
     ingest_filterbank([RADIO / "parkes_8bit_1.fil"], tmp_path / "p.zarr")
     found = {}
-    for sigma, threshold in (("linear", 7), ("linear", 5), ("white", 7)):
+    for sigma, threshold in (("measured", 7), ("measured", 5), ("white", 7)):
         out = tmp_path / f"run-{sigma}-{threshold}"
         assert main(["run", str(ROOT / "configs" / "radio-tutorial.yaml"), "--set", f"data.store={tmp_path / 'p.zarr'}",
                      "--set", f"output.dir={out}", "--set", "cluster.kind=in-process", "--set", f"search.sigma={sigma}",
@@ -98,10 +98,10 @@ def test_parkes_noise_candidates_match_the_trial_count(tmp_path):
                      "--set", "plan.chunk=1.0"]) == 0
         found[sigma, threshold] = pd.read_parquet(out / "candidates.parquet")
     assert parkes_expected_noise(tmp_path / "p.zarr", 7, 250) < 1e-4
-    assert (~found["linear", 7]["rfi"]).sum() == 0
+    assert (~found["measured", 7]["rfi"]).sum() == 0
     expected5 = parkes_expected_noise(tmp_path / "p.zarr", 5, 250)
     assert 0.5 < expected5 < 3  # 1.57
-    assert (~found["linear", 5]["rfi"]).sum() <= expected5 + 3 * np.sqrt(expected5)
+    assert (~found["measured", 5]["rfi"]).sum() <= expected5 + 3 * np.sqrt(expected5)
     white = found["white", 7]
     assert (~white["rfi"]).sum() >= 1 and white["snr"].max() > 12  # what the white S/N makes of red noise
     assert (white.loc[white["rfi"], "rfi_reason"].str.contains("undispersed")).all() and white["rfi"].any()

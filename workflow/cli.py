@@ -497,9 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="window of a dedispersed trial's running baseline when the noise is measured: set it "
                              "to the radio search's search.baseline, which the S/N depends on (default 2, the "
                              "search's default)")
-    pulses.add_argument("--sigma", choices=("linear", "white"), default="linear",
+    pulses.add_argument("--sigma", choices=("measured", "white"), default="measured",
                         help="boxcar σ the S/N is measured with: set it to the radio search's search.sigma (default "
-                             "linear: measured per boxcar round, as the search's default)")
+                             "measured: the trial's own boxcar σ, as the search's default)")
     pulses.add_argument("--boxcars", default="32,16,16,16", metavar="N,N,...",
                         help="boxcar widths per round, the radio search's search.decimation (default 32,16,16,16)")
     pulses.add_argument("--overwrite", action="store_true", help="replace an existing store")

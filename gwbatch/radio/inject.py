@@ -35,7 +35,7 @@ has σ_DM = 1.12, 1.11, 0.99 and 1.04 sqrt(n_good) at DM 100, 150, 200 and 250 w
 baseline, 1.03, 1.04, 0.97 and 1.04 with 0.1 s.  It is the S/N the search would measure without
 noise at the exact DM with every boxcar width; its trials lose up to a DM step and a width step of
 it, and its best of many trials gains from the noise.  ``x(w)`` is the search's boxcar σ over the
-white ``sqrt(w)`` measured on that normalised trial (``sigma: linear``,
+white ``sqrt(w)`` measured on that normalised trial (``sigma: measured``,
 :func:`~gwbatch.radio.pulses.boxcar_excess`; 1 with ``sigma: white``): where the trial is red, a wide
 pulse's S/N is what the search, which measures it so, can reach.
 """
@@ -132,7 +132,7 @@ class Noise:
     sigma: np.ndarray
     good: np.ndarray
     series_sigma: float
-    boxcar_excess: np.ndarray | None = None  # σ over white at widths 1, 2, 4, ... (sigma: linear); None: white
+    boxcar_excess: np.ndarray | None = None  # σ over white at widths 1, 2, 4, ... (sigma: measured); None: white
 
     @property
     def n_good(self) -> int:
@@ -300,13 +300,13 @@ def optimal_snr(profile: DispersedPulse, freqs, tsamp: float, dm: float, good: n
 
 def measure_noise(spectra: np.ndarray, freqs, tsamp: float, dm: float,
                   conditioning: RadioConditioning = RadioConditioning(), mask=None,
-                  trial_baseline: float = TRIAL_BASELINE, sigma: str = "linear",
+                  trial_baseline: float = TRIAL_BASELINE, sigma: str = "measured",
                   boxcars: tuple[int, ...] = DEFAULT_BOXCARS) -> Noise:
     """The noise of ``spectra`` ``(channel, time)`` as the radio search measures it (module
     docstring): channel σ and flags from :func:`condition_spectra` (``conditioning``, channel
     ``mask``), and the σ of the conditioned spectra dedispersed at ``dm`` less a running baseline of
     ``trial_baseline`` s (the search's ``baseline``), or sqrt(n_good) when fewer than
-    :data:`MIN_SERIES_SAMPLES` dedispersed samples fit; with ``sigma`` ``linear`` also that trial's
+    :data:`MIN_SERIES_SAMPLES` dedispersed samples fit; with ``sigma`` ``measured`` also that trial's
     boxcar σ under the plan ``boxcars`` (:func:`~gwbatch.radio.pulses.series_excess`: the search's
     ``sigma`` and ``decimation``)."""
     if not (math.isfinite(trial_baseline) and trial_baseline > 0):
@@ -314,8 +314,8 @@ def measure_noise(spectra: np.ndarray, freqs, tsamp: float, dm: float,
                           "baseline)")
     cond = condition_spectra(np.asarray(spectra, dtype=np.float32), conditioning, tsamp, mask)
     good = ~cond.mask
-    if sigma not in ("linear", "white"):
-        raise ConfigError(f"boxcar sigma model {sigma!r} is not allowed: linear or white (the search's sigma)")
+    if sigma not in ("measured", "white"):
+        raise ConfigError(f"boxcar sigma model {sigma!r} is not allowed: measured or white (the search's sigma)")
     series_sigma, excess = math.sqrt(max(cond.n_good, 1)), None
     plan = DMPlan.fixed(np.asarray(freqs, dtype=np.float64), tsamp, [dm])
     if cond.n_good and spectra.shape[1] - plan.overlap >= MIN_SERIES_SAMPLES:
@@ -325,7 +325,7 @@ def measure_noise(spectra: np.ndarray, freqs, tsamp: float, dm: float,
         z, trial_sigma = normalise_trials(series, valid, window)
         if np.isfinite(trial_sigma[0]) and trial_sigma[0] > 0:
             series_sigma = float(trial_sigma[0])
-            if sigma == "linear":
+            if sigma == "measured":
                 excess = series_excess(z[0], valid[0], boxcar_plan(boxcars).max_width)
     return Noise(cond.sigma, good, series_sigma, excess)
 
@@ -380,7 +380,7 @@ def noise_window(pulse: Pulse, freqs, tsamp: float, lo: int, hi: int) -> tuple[i
 
 def inject_pulses(spectra: np.ndarray, freqs, tsamp: float, pulses: list[Pulse],
                   conditioning: RadioConditioning = RadioConditioning(), mask=None,
-                  trial_baseline: float = TRIAL_BASELINE, sigma: str = "linear",
+                  trial_baseline: float = TRIAL_BASELINE, sigma: str = "measured",
                   boxcars: tuple[int, ...] = DEFAULT_BOXCARS) -> tuple[np.ndarray, list[Injected]]:
     """``spectra`` ``(channel, time)`` with ``pulses`` added (float32; a pulse's ``time`` counts from
     sample 0), each scaled to its S/N in the noise of the spectra around it before any pulse is
@@ -529,7 +529,7 @@ def injection_table(pulses: list[Pulse], injected: list[Injected], beams: list[s
 def simulate_pulses_store(store, out, *, count: int, dm, snr, width, seed: int, spacing: float = 1.0,
                           scatter: float = 0.0, scatter_frequency: float = 1000.0, spectral_index=0.0,
                           conditioning: RadioConditioning = RadioConditioning(), trial_baseline: float = TRIAL_BASELINE,
-                          sigma: str = "linear", boxcars: tuple[int, ...] = DEFAULT_BOXCARS,
+                          sigma: str = "measured", boxcars: tuple[int, ...] = DEFAULT_BOXCARS,
                           overwrite: bool = False) -> Path:
     """A copy of filterbank store ``store`` at ``out`` with ``count`` pulses added (:func:`draw_pulses`,
     each in one beam drawn uniformly, in the seconds its DQ bit ``DATA`` passes), scaled in the noise

@@ -15,7 +15,7 @@ boxcar kernels covers every trial of the block.  With ``sigma: white`` a boxcar'
 
 Real dedispersed trials are not white: a receiver's slow variations and residual RFI make the wide
 boxcars of low-DM trials several times noisier than ``sqrt(width)`` (Parkes UWL, DM 4.4: a 128-sample
-boxcar's σ is 4.9 ``sqrt(128)``).  With ``sigma: linear`` (the radio default) each trial's boxcars are
+boxcar's σ is 4.9 ``sqrt(128)``).  With ``sigma: measured`` (the radio default) each trial's boxcars are
 normalised by their own measured σ, as Heimdall divides every filtered series by its own RMS
 (Barsdell et al. 2012): per trial, the clipped σ of its boxcars of 1, 2, 4, ... samples up to the
 widest (:func:`boxcar_excess`), interpolated in ``log2(width)`` between them and never below the
@@ -136,7 +136,7 @@ def search_trials(block: TrialBlock, boxcars: PulseSettings, baseline: int) -> p
                           sigma="white", clip=None, clip_iterations=1, merge_gap=0)
     start, width, snr, _ = padded_triggers(laid, ok.ravel(), total, white, 0.0, 1.0)
     trial, at = np.divmod(start, stride)
-    if boxcars.sigma == "linear" and trial.size:
+    if boxcars.sigma == "measured" and trial.size:
         rows, row = np.unique(trial, return_inverse=True)
         excess = boxcar_excess(laid[:total].reshape(n_trials, stride), ok, rows, plan.max_width)
         snr = snr / measured_over_white(excess[row], width)

@@ -13,7 +13,7 @@ seen in many beams or at DM 0 (:mod:`gwbatch.radio.candidates`), and written as 
 ``.cand`` file beside the candidate table.
 
 False alarms come from the noise statistics: each boxcar is normalised by its trial's measured σ
-(``sigma: linear``, :mod:`gwbatch.radio.pulses`), so the boxcars are unit-variance noise and the
+(``sigma: measured``, :mod:`gwbatch.radio.pulses`), so the boxcars are unit-variance noise and the
 rate of noise events at least as loud as a candidate is the number of effective trials (DM trials
 × boxcar widths × samples over width, Cordes & McLaughlin 2003) times the Gaussian tail, over the
 beam's analysed time (``far_kind`` "noise model").  ``tests/test_radio_search.py`` checks this
@@ -120,9 +120,9 @@ class RadioSearchConfig(StrictModel):
                     "decimates by 2",
     )
     baseline: float = Field(2.0, gt=0, le=3600, description="running-median baseline of each dedispersed trial (s)")
-    sigma: Literal["white", "linear"] = Field(
-        "linear", description="boxcar σ_N: linear = measured per trial and boxcar round (eq. 5; red noise lowers "
-                              "wide boxcars' S/N, never raises it); white = sqrt(N) (unit-variance trials)")
+    sigma: Literal["measured", "white"] = Field(
+        "measured", description="boxcar σ: measured = each trial's own, from its boxcars of 1, 2, 4, ... samples (red "
+                                "noise lowers wide boxcars' S/N, never raises it); white = sqrt(width)")
     cluster_time: float = Field(3.0, ge=0, le=1000, description="friends in time within this many widths of the "
                                                                 "wider boxcar (Heimdall: 3)")
     cluster_dm: int = Field(200, ge=0, le=100000, description="friends within this many DM trials (Heimdall: 200)")
@@ -397,13 +397,13 @@ def _bowtie(spectra: np.ndarray, freqs: np.ndarray, settings: RadioSettings, dms
             hi: int) -> np.ndarray:
     """Boxcar S/N of ``width`` samples starting at samples ``lo:hi`` of the read span, over the trials
     ``dms`` at the full rate, normalised as the search normalises its trials (running baseline, σ,
-    and with ``sigma: linear`` each trial's measured boxcar σ; :mod:`gwbatch.radio.pulses`)."""
+    and with ``sigma: measured`` each trial's measured boxcar σ; :mod:`gwbatch.radio.pulses`)."""
     tsamp = settings.tsamp
     trials = dedisperse(spectra, freqs, tsamp, DMPlan.fixed(freqs, tsamp, dms))[0].series
     valid = np.ones(trials.shape, dtype=bool)
     z, _ = normalise_trials(trials, valid, max(1, int(round(settings.baseline / tsamp))))
     scale = np.full(z.shape[0], np.sqrt(width))
-    if settings.boxcars.sigma == "linear":
+    if settings.boxcars.sigma == "measured":
         excess = boxcar_excess(z, valid.view(np.uint8), np.arange(z.shape[0]), width)
         scale *= measured_over_white(excess, np.full(z.shape[0], float(width)))
     z = z[:, lo:hi]
