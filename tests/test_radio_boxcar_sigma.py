@@ -155,3 +155,16 @@ def test_cuda_boxcar_mad_equals_the_twin():
         gpu = boxcar_excess(cupy.asarray(laid), cupy.asarray(ok), np.arange(6), max_width)
         assert np.array_equal(np.isnan(cpu), np.isnan(gpu)) and np.isnan(cpu[5]).all()
         np.testing.assert_allclose(gpu[~np.isnan(gpu)], cpu[~np.isnan(cpu)], rtol=1e-6)
+
+
+def test_the_kernel_and_its_twin_take_the_same_boxcars():
+    """The CUDA kernel computes its starts as the twin's table does, from the same count."""
+    from gwbatch.radio import _cuda_moments
+    from gwbatch.radio.pulses import SIGMA_BOXCARS, _spread_starts
+
+    assert _cuda_moments.MAD_BOXCARS == SIGMA_BOXCARS and f"#define MAD_BOXCARS {SIGMA_BOXCARS}" in _cuda_moments.SOURCE
+    starts, take = _spread_starts(10000, 4)
+    assert take.sum(axis=1).tolist() == [8192] * 4
+    assert starts[3, take[3]][-1] == 8191 * (10000 - 8 + 1) // 8192 and np.all(np.diff(starts[3, take[3]]) >= 1)
+    short, take = _spread_starts(100, 3)
+    assert take.sum(axis=1).tolist() == [100, 99, 97] and short[2, :97].tolist() == list(range(97))

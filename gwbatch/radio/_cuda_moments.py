@@ -235,13 +235,13 @@ __device__ __forceinline__ float middle(const float* v, int n)
     return 0.5f * (v[(n - 1) / 2] + v[n / 2]);
 }
 
-// One block per (width w, row): the boxcar sums prefix[s + width] - prefix[s] (double, then float) at
-// the count[w] starts of that width whose samples are all valid (holes[s + width] == holes[s]); their
-// median absolute deviation (float) and how many there were.
+// One block per (width 2^w, row): the boxcar sums prefix[s + width] - prefix[s] (double, then float)
+// at min(n - width + 1, MAD_BOXCARS) starts s = k (n - width + 1) / count spread over the row's n
+// samples, those whose samples are all valid (holes[s + width] == holes[s]); their median absolute
+// deviation (float) and how many there were.
 extern "C" __global__ void boxcar_mad(
-    const double* __restrict__ prefix, const double* __restrict__ holes, long long pitch,
-    const long long* __restrict__ starts, const long long* __restrict__ widths, const int* __restrict__ count,
-    int k_max, int n_widths, float* __restrict__ mad, int* __restrict__ valid)
+    const double* __restrict__ prefix, const double* __restrict__ holes, long long pitch, long long n,
+    int n_widths, float* __restrict__ mad, int* __restrict__ valid)
 {
     __shared__ float v[MAD_BOXCARS];
     __shared__ int n_valid;
@@ -250,8 +250,9 @@ extern "C" __global__ void boxcar_mad(
     const long long row = blockIdx.y;
     const double* pr = prefix + row * pitch;
     const double* hr = holes + row * pitch;
-    const long long width = widths[w];
-    const int c = count[w];
+    const long long width = 1LL << w;
+    const long long positions = n - width + 1;
+    const int c = positions < MAD_BOXCARS ? (int)positions : MAD_BOXCARS;
     int size = 1;
     while (size < c) size <<= 1;
     if (threadIdx.x == 0) n_valid = 0;
@@ -260,7 +261,7 @@ extern "C" __global__ void boxcar_mad(
     for (int k = threadIdx.x; k < size; k += blockDim.x) {
         float x = inf;
         if (k < c) {
-            const long long s = starts[(long long)w * k_max + k];
+            const long long s = (long long)k * positions / c;
             if (hr[s + width] == hr[s]) { x = (float)(pr[s + width] - pr[s]); ++mine; }
         }
         v[k] = x;
@@ -268,15 +269,15 @@ extern "C" __global__ void boxcar_mad(
     atomicAdd(&n_valid, mine);
     __syncthreads();
     bitonic_sort(v, size);
-    const int n = n_valid;
-    const float centre = n > 0 ? middle(v, n) : 0.0f;
+    const int m = n_valid;
+    const float centre = m > 0 ? middle(v, m) : 0.0f;
     __syncthreads();
-    for (int k = threadIdx.x; k < size; k += blockDim.x) v[k] = k < n ? fabsf(v[k] - centre) : inf;
+    for (int k = threadIdx.x; k < size; k += blockDim.x) v[k] = k < m ? fabsf(v[k] - centre) : inf;
     __syncthreads();
     bitonic_sort(v, size);
     if (threadIdx.x == 0) {
-        mad[row * n_widths + w] = n > 0 ? middle(v, n) : __int_as_float(0x7fffffff);
-        valid[row * n_widths + w] = n;
+        mad[row * n_widths + w] = m > 0 ? middle(v, m) : __int_as_float(0x7fffffff);
+        valid[row * n_widths + w] = m;
     }
 }
 """
@@ -401,22 +402,21 @@ def compile_cases() -> list[tuple[str, str, tuple[str, ...]]]:
     return [("moments", SOURCE, ())]
 
 
-def boxcar_mad(prefix, holes, starts, widths, count):
+def boxcar_mad(prefix, holes, n_widths: int):
     """For every row of the prefix sums ``prefix`` and ``holes`` (2-D float64 CuPy, C order: values
-    and invalid samples, a leading 0 column) and each width ``widths[w]``: the median absolute
-    deviation (float32) of the sums over ``[s, s + width)`` at the first ``count[w]`` starts of
-    ``starts[w]`` whose samples are all valid, and their number (int32), both ``(rows, widths)``.
-    At most :data:`MAD_BOXCARS` starts per width."""
+    and invalid samples of ``n = columns - 1`` samples, a leading 0 column) and each width ``2^w``,
+    ``w < n_widths`` (at most ``n``): the median absolute deviation (float32) of the boxcar sums at
+    up to :data:`MAD_BOXCARS` starts spread evenly over the row (``k (n - 2^w + 1) // count``) whose
+    samples are all valid, and their number (int32), both ``(rows, n_widths)``."""
     import cupy
 
     rows, pitch = prefix.shape
-    n_widths, k_max = starts.shape
-    if k_max > MAD_BOXCARS or holes.shape != prefix.shape or not (prefix.flags.c_contiguous and holes.flags.c_contiguous):
-        raise ValueError(f"need at most {MAD_BOXCARS} starts per width and C-ordered prefix sums of one shape")
+    if holes.shape != prefix.shape or not (prefix.flags.c_contiguous and holes.flags.c_contiguous):
+        raise ValueError("need C-ordered prefix sums of one shape")
+    if (1 << (n_widths - 1)) > pitch - 1:
+        raise ValueError(f"a boxcar of {1 << (n_widths - 1)} samples does not fit in {pitch - 1}")
     mad = cupy.empty((rows, n_widths), cupy.float32)
     valid = cupy.empty((rows, n_widths), cupy.int32)
-    _kernel("boxcar_mad")(
-        (n_widths, rows), (MAD_THREADS,),
-        (prefix, holes, np.int64(pitch), _device(starts, cupy.int64), _device(widths, cupy.int64),
-         _device(count, cupy.int32), np.int32(k_max), np.int32(n_widths), mad, valid))
+    _kernel("boxcar_mad")((n_widths, rows), (MAD_THREADS,),
+                          (prefix, holes, np.int64(pitch), np.int64(pitch - 1), np.int32(n_widths), mad, valid))
     return mad, valid

@@ -179,7 +179,6 @@ def boxcar_excess(laid, ok, rows: np.ndarray, max_width: int) -> np.ndarray:
     widths = widths[widths <= n]
     if widths.size == 0:
         return out
-    starts, take = _spread_starts(n, tuple(int(w) for w in widths))
     group = min(max(1, SIGMA_GROUP_SAMPLES // n), SIGMA_GROUP_ROWS)
     for g in range(0, len(rows), group):
         pick = xp.asarray(rows[g : g + group])
@@ -188,20 +187,22 @@ def boxcar_excess(laid, ok, rows: np.ndarray, max_width: int) -> np.ndarray:
         prefix = xp.concatenate([zero, xp.cumsum(xp.where(bad, 0.0, laid[pick]), axis=1, dtype=xp.float64)], axis=1)
         holes = xp.concatenate([zero, xp.cumsum(bad, axis=1, dtype=xp.float64)], axis=1)
         if xp is np:
-            mad, counts = _boxcar_mad(prefix, holes, starts, take, widths)
+            mad, counts = _boxcar_mad(prefix, holes, widths.size)
         else:  # one thread block per (width, row): gather, sort, sort (gwbatch.radio._cuda_moments)
             from gwbatch.radio._cuda_moments import boxcar_mad
 
-            mad, counts = boxcar_mad(prefix, holes, starts, widths, take.sum(axis=1))
+            mad, counts = boxcar_mad(prefix, holes, widths.size)
         mad, counts = to_host(xp.stack([mad, counts.astype(xp.float32)]))  # one copy to the host
         out[g : g + pick.size, : widths.size] = np.where(counts > 1, MAD_SIGMA * mad / np.sqrt(widths), np.nan)
     return out
 
 
-def _boxcar_mad(prefix: np.ndarray, holes: np.ndarray, starts: np.ndarray, take: np.ndarray, widths: np.ndarray):
-    """The NumPy twin of :func:`gwbatch.radio._cuda_moments.boxcar_mad`: per row and width, the median
-    absolute deviation (float32) of the boxcar sums at ``starts`` (where ``take``) whose samples are
-    all valid, and their number."""
+def _boxcar_mad(prefix: np.ndarray, holes: np.ndarray, n_widths: int):
+    """The NumPy twin of :func:`gwbatch.radio._cuda_moments.boxcar_mad`: per row and width ``2^w``
+    (``w < n_widths``), the median absolute deviation (float32) of the boxcar sums at the starts of
+    :func:`_spread_starts` whose samples are all valid, and their number."""
+    widths = 1 << np.arange(n_widths)
+    starts, take = _spread_starts(prefix.shape[1] - 1, n_widths)
     spans = starts + widths[:, None]
     whole = ((holes[:, spans] - holes[:, starts]) == 0) & take  # (rows, widths, boxcars)
     sums = np.where(whole, (prefix[:, spans] - prefix[:, starts]).astype(np.float32), np.float32(np.nan))
@@ -222,11 +223,12 @@ def _medians(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _spread_starts(n: int, widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """For boxcars of each of ``widths`` in ``n`` samples: at most :data:`SIGMA_BOXCARS` distinct
-    starts spread evenly over the ``n - w + 1`` there are, ``(widths, SIGMA_BOXCARS)`` int64 (padded
-    with 0), and which of them are real (bool); made once per shape (read-only)."""
-    positions = n - np.asarray(widths, dtype=np.int64) + 1
+def _spread_starts(n: int, n_widths: int) -> tuple[np.ndarray, np.ndarray]:
+    """For boxcars of ``2^w`` samples (``w < n_widths``) in ``n``: at most :data:`SIGMA_BOXCARS`
+    distinct starts ``k positions // count`` spread evenly over the ``positions = n - 2^w + 1``
+    there are, ``(n_widths, SIGMA_BOXCARS)`` int64 (padded with 0), and which of them are real
+    (bool); made once per shape (read-only)."""
+    positions = n - (1 << np.arange(n_widths, dtype=np.int64)) + 1
     count = np.minimum(positions, SIGMA_BOXCARS)
     k = np.arange(SIGMA_BOXCARS)
     take = k[None, :] < count[:, None]
