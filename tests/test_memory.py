@@ -185,6 +185,19 @@ def test_radio_dm_batch_auto_is_sized_to_the_gpu(small_filterbank):
     assert fit_memory({"": fixed}, WorkerMemory(host=None, device=64 * GiB))[""].settings.dm_batch == 7
 
 
+def test_radio_work_counts_the_measured_boxcar_sigma(small_filterbank):
+    """``search.sigma: measured`` (the default) adds one group of measured trials' temporaries to a
+    task's work (tests/test_radio_boxcar_sigma.py holds the measurement within it); ``white`` none."""
+    from gwbatch.radio.pulses import SIGMA_BYTES, SIGMA_GROUP_SAMPLES
+    from gwbatch.searches import get_search
+
+    measured, white = radio_plan(small_filterbank), radio_plan(small_filterbank, sigma="white")
+    search = get_search("radio")
+    read = max(c.read_stop - c.read_start for c in measured.chunks)
+    extra = search.work_bytes(measured.settings, read) - search.work_bytes(white.settings, read)
+    assert extra == SIGMA_BYTES * SIGMA_GROUP_SAMPLES
+
+
 def test_radio_dm_batch_refuses_other_words(small_filterbank):
     with pytest.raises(Exception, match="dm_batch"):
         radio_plan(small_filterbank, dm_batch="all")

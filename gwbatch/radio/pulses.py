@@ -153,9 +153,10 @@ DEFAULT_BOXCARS = (32, 16, 16, 16)
 MAD_SIGMA = 1.482602218505602
 #: Boxcars per width and trial whose MAD gives their σ (evenly spaced; 1.3 % standard error).
 SIGMA_BOXCARS = 8192
-#: Trial samples measured at once by :func:`boxcar_excess` (float64 prefix sums of that many), in at
-#: most this many trials (a CUDA grid's second dimension).
-SIGMA_GROUP_SAMPLES, SIGMA_GROUP_ROWS = 1 << 24, 32768
+#: Trial samples measured at once by :func:`boxcar_excess`, in at most this many trials (a CUDA grid's
+#: second dimension), and the bytes per such sample its temporaries hold at most (a float32 copy,
+#: float64 values and prefix sums, the mask and its float64 prefix sums: the memory plan counts them).
+SIGMA_GROUP_SAMPLES, SIGMA_GROUP_ROWS, SIGMA_BYTES = 1 << 22, 32768, 48
 
 
 def excess_widths(max_width: int) -> np.ndarray:

@@ -49,7 +49,8 @@ from gwbatch.radio.condition import RadioConditioning, condition_spectra
 from gwbatch.radio.dedisperse import dedisperse
 from gwbatch.radio.dmplan import DMPlan, batch_bytes, dm_batches, dm_plan, subband_sweep_per_dm
 from gwbatch.radio.pulses import (
-    DEFAULT_BOXCARS, TrialBlock, boxcar_excess, measured_over_white, normalise_trials, search_trials,
+    DEFAULT_BOXCARS, SIGMA_BYTES, SIGMA_GROUP_SAMPLES, TrialBlock, boxcar_excess, measured_over_white, normalise_trials,
+    search_trials,
 )
 from gwbatch.searches.base import MemoryKnob, NetworkSettings, PrepareContext, Reduction
 from gwbatch.searches.common import ChunkRun, ChunkSeries
@@ -243,10 +244,12 @@ class RadioSearch:
     def work_bytes(self, settings: RadioSettings, read_samples: int) -> int:
         """One beam at a time: its spectra over the read span, and the largest batch's trials and
         sub-band stage-1 buffer over the samples the chunk searches (the read span less the plan's
-        overlap; :func:`gwbatch.radio.dmplan.batch_bytes`)."""
+        overlap; :func:`gwbatch.radio.dmplan.batch_bytes`), and with ``sigma: measured`` the
+        temporaries of one group of measured trials (:data:`gwbatch.radio.pulses.SIGMA_BYTES`)."""
         needed = max(1, read_samples - settings.dm_plan.overlap)
+        measuring = SIGMA_BYTES * SIGMA_GROUP_SAMPLES if settings.boxcars.sigma == "measured" else 0
         return int(SPECTRA_BYTES * len(settings.frequencies) * read_samples
-                   + batch_bytes(settings.batches, needed, TRIAL_BYTES))
+                   + batch_bytes(settings.batches, needed, TRIAL_BYTES) + measuring)
 
     def task_cost(self, settings: RadioSettings, read_samples: int) -> float:
         return float(len(settings.ifos) * read_samples * len(settings.frequencies)
@@ -342,7 +345,10 @@ class RadioSearch:
         fg = table.reset_index(drop=True)
         total = np.array([sum(coverage_time([(reduction.segments[i] - reduction.span_start) / fs], 1)
                               for i in reduction.ifos)])
-        method = "noise model: effective trials (DM x width x samples / width) x Gaussian tail, per beam"
+        sigma = ("each trial's measured boxcar σ" if settings.boxcars.sigma == "measured"
+                 else "the white boxcar σ sqrt(width)")
+        method = (f"noise model: effective trials (DM x width x samples / width) x Gaussian tail, per beam; "
+                  f"S/N over {sigma}")
         bg = BackgroundResult(fg, fg.iloc[:0].copy(), np.zeros((1, len(reduction.ifos))), total, method)
         return Significance(bg, fg, fg.iloc[:0].copy())
 
