@@ -9,16 +9,17 @@ over the trials, where medians of every block (a sort of every sample) cost more
 dedispersion; medians of subsampled blocks were tried and lost 18% of the tutorial pulsar's pulses
 (their baseline error, 4% of σ per block, adds noise to every boxcar).  The trials are then laid end to end,
 each followed by a gap of at least the widest boxcar that is masked and zero, and searched as one
-series with ``sigma: white``: no boxcar reaches from one trial into the next, and one launch of the
-boxcar kernels covers every trial of the block.  With ``sigma: white`` a boxcar's S/N is its sum over
-``sqrt(width)`` (the trials have unit variance).
+series with the kernels' white constants: no boxcar reaches from one trial into the next, and one
+launch of the boxcar kernels covers every trial of the block.  With ``sigma: white`` a boxcar's S/N
+is its sum over ``sqrt(width)`` (the trials have unit variance).
 
 Real dedispersed trials are not white: a receiver's slow variations and residual RFI make the wide
 boxcars of low-DM trials several times noisier than ``sqrt(width)`` (Parkes UWL, DM 4.4: a 128-sample
 boxcar's σ is 4.9 ``sqrt(128)``).  With ``sigma: measured`` (the radio default) each trial's boxcars are
 normalised by their own measured σ, as Heimdall divides every filtered series by its own RMS
-(Barsdell et al. 2012): per trial, the clipped σ of its boxcars of 1, 2, 4, ... samples up to the
-widest (:func:`boxcar_excess`), interpolated in ``log2(width)`` between them and never below the
+(Barsdell et al. 2012): per trial, the σ of its boxcars of 1, 2, 4, ... samples up to the widest,
+from their median absolute deviation (:func:`boxcar_excess`), interpolated in ``log2(width)`` between
+them and never below the
 white ``sqrt(width)`` (:func:`measured_over_white`; a measured σ at the widest boxcar and the eq. 5
 line of Adámek & Armour 2020 from width 1 overstate the σ of narrow boxcars in such noise).  So no
 S/N rises above its white value, the kernels' white search at the threshold finds every boxcar the
