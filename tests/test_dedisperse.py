@@ -362,7 +362,8 @@ def test_shift_add_twin_reads_past_the_end_as_zero():
 @pytest.mark.gpu
 def test_cuda_shift_add_equals_the_twin():
     """Random passes: rows strided, delays spread wider than a tile may hold (tiles split), tiles of
-    fewer outputs than TILE, reads past the end of a row, lengths off the time tile."""
+    fewer outputs than TILE, reads past the end of a row, lengths off the time tile, rows in several
+    staged chunks with a partial last one."""
     import cupy
 
     from gwbatch.radio._cuda import shift_add
@@ -370,8 +371,9 @@ def test_cuda_shift_add_equals_the_twin():
 
     rng = np.random.default_rng(4)
     inp = rng.standard_normal((24, 5000), np.float32)
-    for stride, spread, n_out in ((1, 40, 4000), (3, 2 * MAX_SPREAD, 3000), (1, 1000, 4990)):
-        delays = np.sort(rng.integers(0, spread, (21, 8)), axis=0).astype(np.int32)
+    for stride, spread, n_out, rows in ((1, 40, 4000, 8), (3, 2 * MAX_SPREAD, 3000, 7), (1, 1000, 4990, 8),
+                                        (1, 300, 4321, 21)):
+        delays = np.sort(rng.integers(0, spread, (21, rows)), axis=0).astype(np.int32)
         row_base = np.repeat([0, 1, 2], 7).astype(np.int32)
         step = ShiftAdd(row_base, stride, delays)
         expected = shift_add_numpy(inp, row_base, stride, delays, n_out)

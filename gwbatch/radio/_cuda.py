@@ -36,11 +36,18 @@ needs 2.3e12 additions/s, 28% of the cap.  A nominal DM serves about ``c nsub`` 
 ``c`` = 0.06), so ``nchan / (c nsub) + nsub`` additions per trial sample are fewest near
 ``nsub = sqrt(nchan / c)``: the saving grows only as ``sqrt(nchan)``.
 
-Measured (benchmarks/radio_dedisperse.py, one H200, 8 s blocks): brute force 0.41 s a block (3.5e12
-additions/s, 20x real time), the two-stage scheme 66 ms (121x real time; the passes at 3.7e12
-additions/s in stage 1 and 2.4-3.1e12 in stage 2, 6 ms of decimation), a plain CuPy brute force
-(gather and ``cupy.sum`` per trial) 36 s (0.22x), the numba twin on 16 cores 0.04x (brute force)
-and 0.06x (two stages).
+Shape: blocks of 128 threads with 4 samples each, tiles of 16 outputs, rows staged 8 at a time, and
+``__launch_bounds__(128, 5)`` (96 registers, no spill; five blocks' shared memory fit a
+multiprocessor).  A sweep of about thirty shapes (threads, samples per thread, tile, rows per chunk, spread and
+launch bounds) on the SKA-MID-like plan (32 s blocks, H200; benchmarks/RESULTS.md) put this one first: the whole sub-band dedispersion in 0.203 s a block
+(158x real time) against 0.236 s (136x) for the previous 256 threads x 2 samples with four blocks
+asked for; asking for six blocks (80 registers) spills and is slower (0.209 s).  Every shape gives
+the same bits.
+
+Measured (benchmarks/radio_dedisperse.py, one H200, 32 s blocks): brute force 1.32 s a block (4.3e12
+additions/s, 24x real time), the two-stage scheme 0.203 s (158x real time, 3.7e12 additions/s), a
+plain CuPy brute force (gather and ``cupy.sum`` per trial) 144 s (0.22x), the numba twin on 16 cores
+0.005x (brute force) and 0.0024x (two stages).
 
 CPU twin: :func:`gwbatch.radio.dedisperse.shift_add_numpy`.
 
@@ -57,10 +64,13 @@ import numpy as np
 #: NVRTC options of every compile (the compile test passes them to nvcc as well).
 OPTIONS = ("-std=c++17",)
 
-THREADS = 256
-SPT = 2  # samples per thread, THREADS apart
+THREADS = 128
+SPT = 4  # samples per thread, THREADS apart
 TILE = 16  # outputs per block
 CH = 8  # rows per staged chunk
+#: Blocks a multiprocessor is asked to hold (``__launch_bounds__``): 96 registers a thread, no spill;
+#: the shared memory of five such blocks is 205 KiB of the H100/H200's 228 KiB.
+MIN_BLOCKS = 5
 #: The widest spread of one tile's delays on a row (samples).  Shared memory, two buffers of CH rows
 #: of up to THREADS * SPT + MAX_SPREAD samples, stays below the 48 KiB a launch gets without opt-in.
 MAX_SPREAD = 128
@@ -70,6 +80,7 @@ MAX_GRID_Y = 65535
 SOURCE = f"""
 #define THREADS {THREADS}
 #define MAX_SPREAD {MAX_SPREAD}
+#define MIN_BLOCKS {MIN_BLOCKS}
 """ + r"""
 // One 4-byte copy global -> shared that bypasses registers (cp.async, sm_80+); zeros where !valid.
 __device__ __forceinline__ void copy4_async(float* dst, const float* src, const bool valid)
@@ -105,7 +116,7 @@ __device__ __forceinline__ void store_offsets(const int delay, int* s_off, int* 
 }
 
 template <int TILE, int SPT, int CH>
-__global__ void __launch_bounds__(THREADS, TILE * SPT <= 32 ? 4 : 2)
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 shift_add(const float* __restrict__ in, const long long in_len, const int row_stride,
           const int* __restrict__ tiles, const int* __restrict__ delays, const int nq, const int seg_len,
           float* __restrict__ out, const long long out_len, const long long first_time_tile)
