@@ -27,7 +27,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/gwbatch simulate $(DEMO_SIM) --out $(DEMO_STORE) --overwrite
-	$(BIN)/gwbatch run configs/demo.yaml --overwrite --set background.deep_slides=400
+	$(BIN)/gwbatch run configs/demo.yaml --overwrite
 	@echo "open runs/demo/report.html for the report"
 
 pulsar: $(STAMP)

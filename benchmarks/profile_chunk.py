@@ -1,6 +1,6 @@
 """Profile one chunk task of a campaign's search (cProfile, host view; CuPy calls synchronised).
 
-    python benchmarks/profile_chunk.py CONFIG [--member NAME] [--chunk 0] [--set key=value ...]
+    python benchmarks/profile_chunk.py CONFIG [--member NAME] [--chunk 0] [--set key=value ...] [--sort tottime]
 
 Runs the chunk once to warm caches and compile kernels, then again under cProfile, and prints the
 functions with the most cumulative time.  GPU work shows up where the host waits for it.
@@ -26,6 +26,7 @@ def main(argv=None) -> int:
     p.add_argument("--backend", default="auto")
     p.add_argument("--set", action="append", default=[])
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--sort", action="append", default=[], help="pstats order(s) to print (default cumulative)")
     args = p.parse_args(argv)
     from gwbatch._xp import resolve_backend
     from gwbatch.config import Campaign, load_run
@@ -52,7 +53,8 @@ def main(argv=None) -> int:
             result = search.process(task, resources)
         print(f"{label}: {time.perf_counter() - started:.2f} s, {len(result.triggers)} triggers, "
               f"device peak {result.device_peak_bytes / 2**30:.1f} GiB")
-    pstats.Stats(prof).sort_stats("cumulative").print_stats(args.top)
+    for order in args.sort or ["cumulative"]:
+        pstats.Stats(prof).sort_stats(order).print_stats(args.top)
     return 0
 
 

@@ -64,7 +64,10 @@ def test_output_contract(reference_run):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["counts"]["candidates"] == len(cands)
     assert len(manifest["livetime"]["per_slide_seconds"]) == 51
-    assert manifest["livetime"]["background_seconds"] == pytest.approx(sum(manifest["livetime"]["per_slide_seconds"][1:]))
+    # the default deep slides (auto: as many as the 256 s span holds) add their livetime to the base slides'
+    live = manifest["livetime"]
+    assert manifest["background"]["deep_slides"] > 0 and live["deep_slides_seconds"] > 0
+    assert live["background_seconds"] == pytest.approx(sum(live["per_slide_seconds"][1:]) + live["deep_slides_seconds"])
     assert {c["status"] for c in manifest["chunks"]} == {"done"} and len(manifest["chunks"]) == 4
     assert manifest["devices"] == ["cpu"] and manifest["campaign"]["name"] == "small"
     assert "dask" in manifest["versions"] and "inclusive" in manifest["background"]["far_convention"]

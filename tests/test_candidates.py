@@ -8,6 +8,7 @@ import pandas as pd
 from gwbatch.candidates.coincidence import (
     IfoTriggers,
     cluster_in_time,
+    cluster_per_key,
     coincident_pairs,
     find_coincidences,
 )
@@ -95,6 +96,24 @@ def test_clustering_keeps_local_maxima_and_breaks_ties_by_time():
     assert list(keep) == [False, True, True, False, True, False]
     perm = np.array([3, 1, 5, 0, 4, 2])
     assert list(cluster_in_time(t[perm], s[perm], 0.1)) == list(keep[perm])
+
+
+def test_clustering_per_key_in_one_pass_equals_each_key_alone():
+    """Every key (a slide, a trial) clustered in one pass equals :func:`cluster_in_time` run on each
+    key's events alone, with ties in the statistic, equal times, events exactly one window apart
+    (times on a grid of the window), negative keys and empty input."""
+    rng = np.random.default_rng(3)
+    assert cluster_per_key(np.zeros(0, int), np.zeros(0), np.zeros(0), 1.0).size == 0
+    for case in range(400):
+        n, window = int(rng.integers(1, 200)), float(rng.choice([0.1, 0.5, 2.0]))
+        key = rng.integers(-3, int(rng.integers(1, 15)), n)
+        time = rng.integers(0, 40, n) * 0.5 if case % 2 else rng.uniform(0, 50, n)
+        stat = rng.integers(0, 4, n).astype(float) if case % 3 else rng.normal(size=n)
+        want = np.zeros(n, bool)
+        for k in np.unique(key):
+            rows = np.flatnonzero(key == k)
+            want[rows] = cluster_in_time(time[rows], stat[rows], window)
+        assert np.array_equal(cluster_per_key(key, time, stat, window), want), case
 
 
 def test_keyed_pairs_equal_brute_force():

@@ -28,7 +28,7 @@ def coherent_campaign(store, out, **search):
         "search": {"kind": "spiir", "bank": "configs/banks/bbh-small.yaml", "threshold": 5.0, "psd_seconds": 128.0,
                    "coherent": {"sky_order": 4}, **search},
         "coincidence": {"cluster_window": 0.5},
-        "background": {"slides": 50, "slide_step": 0.5},
+        "background": {"slides": 50, "slide_step": 0.5, "deep_slides": 0},
         "plan": {"chunk": 128.0},
         "cluster": {"kind": "in-process"},
         "backend": "numpy",
@@ -148,7 +148,7 @@ def test_deep_trials_keep_exactly_the_events_above_the_cut(noise_store, tmp_path
     cfg = coherent_campaign(noise_store, tmp_path / "deep").model_copy(deep=True)
     deep_cfg = validate_campaign({**cfg.model_dump(mode="json"), **common, "backend": backend})
     full_cfg = validate_campaign({**cfg.model_dump(mode="json"), "output": {"dir": str(tmp_path / "full")}, "backend": backend,
-                                  "background": {"slides": 100, "slide_step": 0.5, "far_tail": 0,
+                                  "background": {"slides": 100, "slide_step": 0.5, "deep_slides": 0, "far_tail": 0,
                                                  "hierarchical_removal": False}})
     deep = run_campaign(deep_cfg, progress=False)
     full = run_campaign(full_cfg, progress=False)

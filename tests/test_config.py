@@ -62,7 +62,7 @@ def test_a_number_or_auto_is_one_line_at_the_key(tmp_path):
                          "'auto' (got -3)"]
     assert load_campaign(write(tmp_path, MINIMAL + "background: {deep_slides: auto}\n")).background.deep_slides == "auto"
     assert load_campaign(write(tmp_path, MINIMAL + "background: {deep_slides: 40}\n")).background.deep_slides == 40
-    assert load_campaign(write(tmp_path, MINIMAL)).background.deep_slides == 0
+    assert load_campaign(write(tmp_path, MINIMAL)).background.deep_slides == "auto"  # the default
 
 
 def test_wrong_type_names_key_and_value(tmp_path):

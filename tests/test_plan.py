@@ -48,7 +48,7 @@ def test_auto_deep_slides_fill_the_ring_up_to_the_reach_goal(small_store):
     # slides of 100 s: the 2 base ones are all the ring holds, so none are deep
     assert make_plan(campaign(small_store, background={"slides": 2, "slide_step": 100.0, "deep_slides": "auto"}),
                      meta).deep_slides == 0
-    assert make_plan(campaign(small_store), meta).deep_slides == 0  # the default: none
+    assert make_plan(campaign(small_store), meta).deep_slides == 156  # the default is auto
 
 
 def test_detector_missing_from_store(small_store):

@@ -21,7 +21,7 @@ def _campaign(store, out, **background):
     return validate_campaign({
         "name": "ref", "data": {"store": str(store)},
         "search": {"kind": "pulse", "series": "energy", "threshold": 4.0},
-        "background": {"slides": 40, "slide_step": 1.0, "far_tail": 0, **background},
+        "background": {"slides": 40, "slide_step": 1.0, "deep_slides": 0, "far_tail": 0, **background},
         "plan": {"chunk": 128.0}, "cluster": {"kind": "in-process"}, "backend": "numpy",
         "output": {"dir": str(out)},
     })

@@ -144,15 +144,16 @@ def _range_max(values: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.nd
 
 
 def cluster_per_key(key: np.ndarray, time: np.ndarray, stat: np.ndarray, window: float) -> np.ndarray:
-    """:func:`cluster_in_time` within each value of ``key`` (a slide, a trial), each group's events
-    in their input order (no arithmetic on the times: events exactly a window apart stay so)."""
-    key = np.asarray(key)
+    """:func:`cluster_in_time` within each value of ``key`` (a slide, a trial), every group in one
+    pass: events are searched as (group, time) pairs, complex numbers that sort lexicographically,
+    so no arithmetic mixes a group with the times (events exactly a window apart stay so)."""
     time, stat = np.asarray(time, dtype=np.float64), np.asarray(stat, dtype=np.float64)
-    keep = np.zeros(key.size, dtype=bool)
-    order = np.argsort(key, kind="stable")
-    for rows in np.split(order, np.flatnonzero(np.diff(key[order])) + 1):
-        keep[rows] = cluster_in_time(time[rows], stat[rows], window)
-    return keep
+    if time.size == 0:
+        return np.zeros(0, dtype=bool)
+    group = np.unique(np.asarray(key), return_inverse=True)[1].astype(np.float64)
+    order = np.lexsort((np.arange(time.size), time, group))
+    g, t = group[order], time[order]
+    return _loudest_in_window(time, stat, order, _pairs(g, t), _pairs(g, t - window), _pairs(g, t + window))
 
 
 def cluster_in_time(time: np.ndarray, stat: np.ndarray, window: float) -> np.ndarray:
@@ -161,15 +162,29 @@ def cluster_in_time(time: np.ndarray, stat: np.ndarray, window: float) -> np.nda
     Events are ranked by (stat descending, time, position), so exact ties resolve to the
     earliest event and the result does not depend on input order beyond that.
     """
-    n = time.size
-    if n == 0:
+    if time.size == 0:
         return np.zeros(0, dtype=bool)
+    order = np.lexsort((np.arange(time.size), time))
+    t = time[order]
+    return _loudest_in_window(time, stat, order, t, t - window, t + window)
+
+
+def _pairs(group: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """``group + i time`` built part by part (exact), for a lexicographic search."""
+    out = np.empty(time.size, dtype=np.complex128)
+    out.real, out.imag = group, time
+    return out
+
+
+def _loudest_in_window(time, stat, order, at, lo, hi) -> np.ndarray:
+    """The events ranked first (stat descending, time, position) among those whose sorted keys
+    ``at`` (``order`` sorts the events) lie within ``[lo, hi]`` of their own."""
+    n = time.size
     priority = np.empty(n)
     priority[np.lexsort((np.arange(n), time, -stat))] = np.arange(n, 0, -1, dtype=np.float64)
-    order = np.lexsort((np.arange(n), time))
-    t, pr = time[order], priority[order]
-    left = np.searchsorted(t, t - window, side="left")
-    right = np.searchsorted(t, t + window, side="right")
+    pr = priority[order]
+    left = np.searchsorted(at, lo, side="left")
+    right = np.searchsorted(at, hi, side="right")
     keep = np.zeros(n, dtype=bool)
     keep[order] = pr >= _range_max(pr, left, right)
     return keep
