@@ -26,7 +26,8 @@ def main(argv=None) -> int:
     p.add_argument("--backend", default="auto")
     p.add_argument("--set", action="append", default=[])
     p.add_argument("--top", type=int, default=30)
-    p.add_argument("--sort", action="append", default=[], help="pstats order(s) to print (default cumulative)")
+    p.add_argument("--sort", action="append", default=[], choices=("cumulative", "tottime", "ncalls", "filename"),
+                   help="pstats order(s) to print, repeatable (default cumulative)")
     args = p.parse_args(argv)
     from gwbatch._xp import resolve_backend
     from gwbatch.config import Campaign, load_run

@@ -282,7 +282,8 @@ class BackgroundConfig(StrictModel):
         "tail-fit threshold: a deep background for the loud candidates (pulse: slides of the whole span; spiir: "
         "coherent trials within each chunk, a gather each where the network SNR cannot reach the cut, up to "
         "plan.chunk / slide_step of them; burst: lags within each chunk, each as dear as a base one). auto (the "
-        "default): pulse and spiir run as many as reach an IFAR of 1e4 yr per 30 days by counting (121750 slides in all), "
+        "default): pulse and spiir run as many as reach an IFAR of 1e4 yr per 30 days by counting (121750 slides "
+        "in all), "
         "or as many as the span (pulse) or the shortest chunk (spiir) holds; burst runs none"))
     far_tail: int = Field(100, ge=0, le=10_000_000, description=(
         "loudest background events fitted with an exponential; a candidate louder than all background gets its "
