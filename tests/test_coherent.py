@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gwbatch.coherent.network import coherent_sky_table
-from gwbatch.coherent.statistic import at_directions, max_over_sky, sky_argmax, sliding_max, trials_reaching
+from gwbatch.coherent.statistic import at_directions, max_over_sky, sky_argmax, spread_max, trials_reaching
 from gwbatch.errors import ConfigError
 from gwbatch.sky.grid import angular_distance, pixel_of, sky_grid
 from gwbatch.sky.network import network_geometry
@@ -87,11 +87,22 @@ def test_max_over_sky_matches_brute_force(ifos):
     np.testing.assert_allclose(maps.null2, ref[:, 0, :, 1], rtol=1e-4, atol=1e-5 * best.max())
 
 
-@pytest.mark.parametrize("width", [1, 2, 3, 7, 8, 43])
-def test_sliding_max_is_the_windowed_maximum(width):
-    y = np.random.default_rng(width).normal(size=(3, 200))
-    ref = np.stack([y[:, i:i + width].max(axis=1) for i in range(200 - width + 1)], axis=1)
-    np.testing.assert_array_equal(sliding_max(y, width), ref)
+@pytest.mark.parametrize("width", [1, 2, 31, 32, 33, 70])
+def test_spread_max_is_the_wrapped_window_maximum(width):
+    """Each (candidate, trial)'s largest ``|z|^2`` over its window of the ring, wrapped, by brute force."""
+    rng = np.random.default_rng(width)
+    z = (rng.normal(size=(3, 500)) + 1j * rng.normal(size=(3, 500))).astype(np.complex64)
+    slot, base = np.array([0, 2, 1, 2]), np.array([-40, 3, 190, 250])
+    lo, span, k0, n_k, delta = 50, 400, 5, 9, -37
+    power = z.real * z.real + z.imag * z.imag
+    ref = np.empty((slot.size, n_k), np.float32)
+    for c in range(slot.size):
+        for i in range(n_k):
+            start = base[c] + (k0 + i) * delta
+            ref[c, i] = power[slot[c], lo + (start + np.arange(width)) % span].max()
+    np.testing.assert_array_equal(spread_max(z, slot, base, k0, n_k, delta, lo, span, width), ref)
+    with pytest.raises(ValueError, match="401 samples on a ring of 400"):
+        spread_max(z, slot, base, k0, n_k, delta, lo, span, 401)
 
 
 @pytest.mark.parametrize("ifos", [("H1", "L1"), IFOS3])

@@ -26,11 +26,12 @@ as pivot:
    the chunk's cut (:func:`gwbatch.background.trials.deep_trial_cut` of the base trials seen so far,
    which only ever rises, also to the ``deep_tail + 1``-th loudest deep event so far that is not a
    louder zero-lag event's own: a chunk keeps about as many deep events as base ones in the tail).  The rank never exceeds the coherent SNR,
-   nor that the network SNR, so a
-   gather from each detector's sliding maximum of ``|z|^2`` finds the (candidate, trial) pairs that
+   nor that the network SNR, so
+   each other detector's largest ``|z|^2`` over its spread of arrival offsets (a few samples per
+   pair, :func:`gwbatch.coherent.statistic.spread_max`) finds the (candidate, trial) pairs that
    may reach the cut (:func:`gwbatch.coherent.statistic.trials_reaching`), and the sky maximum and
    steps 2-3 run on those alone, with the kernel of the base trials.  Tens of thousands of trials
-   per candidate then cost a gather each.  The chunk reports the highest cut it applied: above it
+   per candidate then cost a few reads each, and no memory beyond the batch's series.  The chunk reports the highest cut it applied: above it
    its deep events are complete.
 
 Trial livetimes come from the detectors' analysed segments on the chunk's own samples, shifted
@@ -56,9 +57,13 @@ from gwbatch.sky.network import network_geometry
 from gwbatch.sky.skymap import posterior
 from gwbatch.spiir.bank import FilterBank
 from gwbatch.spiir.filtering import filter_templates
+from gwbatch.spiir.triggers import PASS_BYTES
 
-#: Bytes of merger-aligned SNR series held at once (templates are taken in batches to fit).
+#: Bytes of merger-aligned SNR series held at once at least (templates are taken in batches to fit).
 SERIES_BUDGET = {"numpy": 512 * 2**20, "cupy": 4 * 2**30}
+#: Bytes per template and sample of one detector's filtering for the stage beside the series held:
+#: the top-rate output (complex64) and the rung below it (half the samples).
+FILTER_SCRATCH = 12
 
 #: Deep (candidate, trial) pairs evaluated per round (:func:`_deep_trials`): the largest network-SNR
 #: bounds first, so that the cut rises before the many quiet pairs are reached.
@@ -114,20 +119,34 @@ def pivot_candidates(triggers: pd.DataFrame, ifos: tuple[str, ...], window: floa
     return pd.concat(out, ignore_index=True)
 
 
-def aligned_snr(x, valid, bank: FilterBank, templates: np.ndarray, origin: int = 0):
-    """Complex SNR series of ``templates`` (``(B, N)`` complex64 on the backend of ``x``), zero where
-    the data are not valid, shifted so that sample ``k`` is merger time ``k`` (zero past the ends)."""
+def aligned_snr(x, valid, bank: FilterBank, templates: np.ndarray, origin: int = 0, out=None):
+    """Complex SNR series of ``templates`` (``(B, N)`` complex64 on the backend of ``x``, written
+    into ``out`` when given), zero where the data are not valid, shifted so that sample ``k`` is
+    merger time ``k`` (zero past the ends)."""
     xp = array_namespace(x)
     part = bank.subset(np.asarray(templates, dtype=np.int64))
-    z = filter_templates(x, part, origin) * valid.astype(xp.float32)[None, :]
-    out = xp.zeros_like(z)
+    z = filter_templates(x, part, origin)
+    z *= valid.astype(xp.float32)[None, :]
     n = z.shape[1]
+    out = xp.empty_like(z) if out is None else out
+    out[...] = 0
     for row, delay in enumerate(part.merger_delay.tolist()):
         if delay >= 0:
             out[row, : n - delay] = z[row, delay:]
         else:
             out[row, -delay:] = z[row, : n + delay]
     return out
+
+
+def coherent_batch(batch: int, n_det: int, n: int, backend: str) -> int:
+    """Templates per pass of the coherent stage: at most ``batch``, and as many as fit in the memory
+    the task's filter pass held (:data:`gwbatch.spiir.triggers.PASS_BYTES` per template and sample,
+    which the memory plan reserves; at least :data:`SERIES_BUDGET`): every detector's aligned SNR
+    series of a pass and one detector's filter scratch.  The deep trials' bound needs no more
+    (:func:`gwbatch.coherent.statistic.spread_max`)."""
+    per_template = (8 * n_det + FILTER_SCRATCH) * n
+    budget = max(SERIES_BUDGET[backend], PASS_BYTES * batch * n)
+    return int(max(1, min(batch, budget // per_template)))
 
 
 def _margin(net: ChunkNetwork, offsets: np.ndarray) -> int:
@@ -165,15 +184,14 @@ def coherent_chunk(net: ChunkNetwork, triggers: pd.DataFrame, settings: Coherent
     if outside.any():
         raise RuntimeError(f"{int(outside.sum())} pivot candidates outside the coherent window [{lo}, {hi})")
     unique = np.unique(cands["template"].to_numpy())
-    # the filter output and its aligned copy; with deep trials the bound's |z|^2 and its sliding maxima
-    per_template = 2 * n_det * n * 8 + ((n_det + 3) * n * 4 if settings.n_deep else 0)
-    budget = SERIES_BUDGET["numpy" if xp is np else "cupy"]
-    batch = int(max(1, min(settings.batch, budget // per_template)))
+    batch = coherent_batch(settings.batch, n_det, n, "numpy" if xp is np else "cupy")
     ref = f"sample_{net.ifos[0]}"
     parts, deep_parts, maps, cut = [], [], [], -np.inf
     for first in range(0, unique.size, batch):
         templates = unique[first:first + batch]
-        snr = xp.stack([aligned_snr(net.x[j], net.valid[j], net.banks[j], templates, net.read_start) for j in range(n_det)])
+        snr = xp.empty((n_det, templates.size, n), xp.complex64)
+        for j in range(n_det):
+            aligned_snr(net.x[j], net.valid[j], net.banks[j], templates, net.read_start, out=snr[j])
         autocorr = xp.stack([xp.asarray(net.banks[j].autocorr[templates]) for j in range(n_det)])
         mine = cands[cands["template"].isin(templates)]
         slot = np.searchsorted(templates, mine["template"].to_numpy())

@@ -182,16 +182,46 @@ BOUND_SLACK = 1e-4
 BOUND_BLOCK = 1 << 22
 
 
-def sliding_max(y, width: int):
-    """``out[..., i] = max(y[..., i:i + width])``, shape ``(..., N - width + 1)``, by doubling
-    windows (``log2(width)`` passes of a pairwise maximum)."""
-    xp = array_namespace(y)
-    out, have = y, 1
-    while 2 * have <= width:
-        out = xp.maximum(out[..., :-have], out[..., have:])
-        have *= 2
-    rest = width - have  # < have: two windows of ``have`` that overlap cover ``width``
-    return xp.maximum(out[..., :out.shape[-1] - rest], out[..., rest:]) if rest else out
+@numba.njit(parallel=True, cache=True)
+def _spread_max(z, slot, base, k0, delta, lo, span, width, out):
+    """``out[c, i]``: the largest ``|z|^2`` (float32, ``re^2 + im^2``) of row ``slot[c]`` over the
+    ``width`` samples that start ``base[c] + (k0 + i) delta`` into the ring ``[lo, lo + span)``."""
+    n_c, n_k = out.shape
+    for task in numba.prange(n_c * n_k):
+        c = task // n_k
+        i = task % n_k
+        r = (base[c] + (k0 + i) * delta) % span
+        if r < 0:
+            r += span
+        best = np.float32(-1.0)
+        for u in range(width):
+            q = r + u
+            if q >= span:
+                q -= span
+            v = z[slot[c], lo + q]
+            p = v.real * v.real + v.imag * v.imag
+            if p > best:
+                best = p
+        out[c, i] = best
+
+
+def spread_max(z, slot, base, k0: int, n_k: int, delta: int, lo: int, span: int, width: int):
+    """``(C, n_k)`` float32: per candidate ``c`` and trial ``k0 + i``, the largest ``|z|^2`` of row
+    ``slot[c]`` of ``z`` (``(S, N)`` complex64) over the ``width`` samples that start
+    ``base[c] + (k0 + i) delta`` into the ring ``[lo, lo + span)``, wrapped (CUDA for CuPy ``z``,
+    :mod:`gwbatch.coherent._cuda_bound`; else numba)."""
+    if not 1 <= width <= span:
+        raise ValueError(f"a spread of {width} samples on a ring of {span}: needs 1 <= width <= span")
+    xp = array_namespace(z)
+    if xp is not np:
+        from gwbatch.coherent._cuda_bound import spread_max_cuda
+
+        return spread_max_cuda(z, slot, base, k0, n_k, delta, lo, span, width)
+    out = np.empty((np.size(slot), n_k), np.float32)
+    with HOST_PARALLEL:
+        _spread_max(np.ascontiguousarray(z, np.complex64), np.asarray(slot, np.int64), np.asarray(base, np.int64),
+                    int(k0), int(delta), int(lo), int(span), int(width), out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -216,10 +246,10 @@ def trials_reaching(snr, slot, sample, pivot, table: SkyTable, first: int, count
 
     The bound: in any direction ``rho_c^2 <= |Z|^2``, and ``|Z|^2`` is the pivot's ``|z(t)|^2`` plus,
     per other detector, ``|z|^2`` at a sample within the spread of its arrival offsets over the sky
-    (shifted for the trial).  That is a gather from each detector's sliding maximum of ``|z|^2`` over
-    the spread, on the ring ``window`` the trials wrap in: ``C x count x D`` reads instead of
-    ``C x count x`` directions, so that thousands of trials per candidate cost little where few
-    reach the floor (the deep trials above their cut).  A detector whose maximum over its spread is
+    (shifted for the trial): per other detector the largest ``|z|^2`` over that spread, on the ring
+    ``window`` the trials wrap in (:func:`spread_max`), ``C x count x D`` windows of a few samples
+    instead of ``C x count x`` directions, so that thousands of trials per candidate cost little where
+    few reach the floor (the deep trials above their cut), and no memory beyond the pairs'.  A detector whose maximum over its spread is
     below ``ifo_floor2`` cannot count towards ``min_ifos`` at any direction.  Pairs come sorted by
     candidate and trial.
     """
@@ -248,27 +278,25 @@ def trials_reaching(snr, slot, sample, pivot, table: SkyTable, first: int, count
             store[:] = [part]
         return v, rest2
 
-    power = xp.abs(snr[:, :, lo:lo + span]).astype(xp.float32) ** 2  # (D, S, span)
     for p in np.unique(pivot_host).tolist():
         cands = np.flatnonzero(pivot_host == p)
         rows = xp.asarray(cands)
-        s, t = slot[rows][:, None], sample[rows][:, None] - lo
-        pivot_power = power[p, s[:, 0], xp.mod(t[:, 0], span)].astype(xp.float64)[:, None]
-        reads = []  # (detector, first offset, sliding maximum over the offsets' spread)
+        s, t = slot[rows], sample[rows] - lo
+        zp = snr[p, s, lo + xp.mod(t, span)]
+        pivot_power = (zp.real * zp.real + zp.imag * zp.imag).astype(xp.float64)[:, None]
+        spreads = []  # (detector, where its spread starts for trial 0, its width, its shift per trial)
         for j in range(n_det):
             if j == p:
                 continue
             start = int(table.offsets[p, :, j].min())
-            width = int(table.offsets[p, :, j].max()) - start + 1
-            ring = power[j]
-            reads.append((j, start, sliding_max(xp.concatenate([ring, ring[:, :width - 1]], axis=1), width)))
+            spreads.append((j, t + start, int(table.offsets[p, :, j].max()) - start + 1, step * (j - p)))
         block = max(1, BOUND_BLOCK // cands.size)
         for k0 in range(first, first + count, block):
-            k = xp.arange(k0, min(k0 + block, first + count), dtype=xp.int64)[None, :]
+            n_k = min(block, first + count - k0)
             total = pivot_power + 0.0
             loud = (pivot_power >= ifo_floor2).astype(xp.int32)
-            for j, start, most in reads:
-                at = most[s, xp.mod(t + start + k * (step * (j - p)), span)]
+            for j, base, width, delta in spreads:
+                at = spread_max(snr[j], s, base, k0, n_k, delta, lo, span, width)
                 total = total + at
                 loud = loud + (at >= ifo_floor2)
             inside = (total < ceiling2) & (loud >= min_ifos)

@@ -51,7 +51,7 @@ from gwbatch.sky.skymap import TEMPERATURE
 from gwbatch.spiir.cache import build_bank, cached_bank_path, placed_templates, store_psd
 from gwbatch.spiir.bank import multirate_tail
 from gwbatch.spiir.epochs import Epoch, mismatch_loss, plan_epochs, share_banks, template_cutoffs
-from gwbatch.spiir.triggers import find_triggers
+from gwbatch.spiir.triggers import PASS_BYTES, find_triggers
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
 from gwbatch.waveforms.taylorf2 import chirp_time, isco_frequency
 
@@ -276,8 +276,9 @@ class SpiirSearch:
         """Kernel working memory of one task (upper bound): every detector's float32 filter input,
         kept for the coherent stage, and per pass of ``search.batch`` templates their complex64 SNR
         series with the float32 magnitudes, masks and peak scratch the trigger search makes of them
-        (28 bytes per template and sample, measured 26 on an H200)."""
-        return (4 * len(settings.ifos) + 28 * settings.batch) * read_samples + SPIIR_FIXED_BYTES
+        (:data:`gwbatch.spiir.triggers.PASS_BYTES` per template and sample); the coherent stage
+        refilters within the same memory (:func:`gwbatch.coherent.chunk.coherent_batch`)."""
+        return (4 * len(settings.ifos) + PASS_BYTES * settings.batch) * read_samples + SPIIR_FIXED_BYTES
 
     def task_cost(self, settings: SpiirSettings, read_samples: int) -> float:
         return read_samples * len(settings.ifos) * 100.0 * (1 + settings.network.slides / 100)

@@ -122,6 +122,12 @@ def chisq_at(z, row, peak, autocorr):
     return xp.where(inside, num / den, xp.nan), centre
 
 
+#: Bytes per template and sample that one pass of :func:`find_triggers` holds at most: the complex64
+#: SNR series with the float32 magnitudes, masks and peak scratch made of them (26 measured on an
+#: H200); the memory plan reserves them (:meth:`gwbatch.searches.spiir.SpiirSearch.work_bytes`).
+PASS_BYTES = 28
+
+
 def find_triggers(x, valid, bank: FilterBank, *, threshold: float, cluster_window: int, batch: int = 256,
                   own: tuple[int, int] | None = None, origin: int = 0) -> SpiirTriggers:
     """Per-template clustered triggers of whitened series ``x`` (float32, backend array).
