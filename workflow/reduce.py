@@ -65,7 +65,8 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
         span_lo, span_hi = sample_times(t0, [plan.span_start, plan.span_stop], fs)
         table = table[(table["gps_time"] >= span_lo) & (table["gps_time"] < span_hi)]
         gps_segments = {ifo: sample_times(t0, segments[ifo], fs) for ifo in plan.ifos}
-        injections = match_injections(table, candidates, plan.ifos, gps_segments, plan.settings.network.min_ifos, fs)
+        injections = match_injections(table, candidates, plan.ifos, gps_segments, plan.settings.network.min_ifos, fs,
+                                      timing=search.max_uncertainty(plan.settings))
         if "skymap" in candidates:
             injections = localisation(injections, candidates, found.skymaps)
     candidates = flag_hardware_injections(candidates, plan)

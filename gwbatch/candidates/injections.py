@@ -1,8 +1,12 @@
 """Found/missed injections: which listed injections the candidates recovered.
 
 An injection is found by a candidate when, in every detector the candidate has, the trigger time
-lies within the injection's pulse width (energy FWHM, at least one sample) of the injection's
-arrival time in that detector.  For candidates with a sky direction (the coherent SPIIR search,
+lies within the injection's match window (``duration``: a pulse's energy FWHM, 10 ms for a binary)
+of the injection's arrival time in that detector, or within the candidate's own duration there
+when that is longer (``duration_<ifo>``, else ``duration``: a pulse's boxcar, a burst cluster's
+extent, which holds its energy-weighted time; a binary's burst cluster centres on its last
+cycles, ~0.2 s before the merger), or within the search's timing uncertainty (``timing``: its
+``max_uncertainty``, which its coincidence already allows), and at least one sample.  For candidates with a sky direction (the coherent SPIIR search,
 column ``ra``) only detectors with SNR at least ``LOCATED_SNR`` count: their per-detector times are
 the samples read at the best direction, and in a detector that holds little of the signal that
 sample is set by noise, up to the light travel time away.  (Their geocentric time is no better:
@@ -45,6 +49,14 @@ def per_detector(candidates: pd.DataFrame, field: str, fallback: str | None, ifo
     return None
 
 
+def candidate_extent(candidates: pd.DataFrame, ifo: str) -> np.ndarray:
+    """The candidates' duration in ``ifo`` (s; ``duration_<ifo>``, else ``duration``, else 0)."""
+    for column in (f"duration_{ifo}", "duration"):
+        if column in candidates:
+            return np.nan_to_num(candidates[column].to_numpy(dtype=np.float64), nan=0.0)
+    return np.zeros(len(candidates))
+
+
 def match_injections(
     injections: pd.DataFrame,
     candidates: pd.DataFrame,
@@ -52,11 +64,13 @@ def match_injections(
     gps_segments: dict[str, np.ndarray],
     min_ifos: int,
     sample_rate: float,
+    timing: float = 0.0,
 ) -> pd.DataFrame:
-    """One row per injection with ``found``, the matching candidate's statistics and per-detector errors."""
+    """One row per injection with ``found``, the matching candidate's statistics and per-detector
+    errors (``timing``: the search's timing uncertainty, s; module docstring)."""
     inj = injections.reset_index(drop=True)
     n = len(inj)
-    tol = np.maximum(inj["duration"].to_numpy(dtype=np.float64), 1.0 / sample_rate)
+    tol = np.maximum(inj["duration"].to_numpy(dtype=np.float64), max(float(timing), 1.0 / sample_rate))
     analysed = np.zeros(n, dtype=int)
     for ifo in ifos:
         analysed += in_segments(inj[f"time_{ifo}"].to_numpy(dtype=np.float64), gps_segments[ifo])
@@ -68,6 +82,7 @@ def match_injections(
     best = np.full(n, -1, dtype=np.int64)
     if len(candidates):
         cand_times = {ifo: per_detector(candidates, "time", "gps_time", ifo) for ifo in ifos}
+        extent = {ifo: candidate_extent(candidates, ifo) for ifo in ifos}
         if "ra" in candidates:  # sky-located: only detectors that hold the signal
             for ifo in ifos:
                 quiet = ~(candidates[f"snr_{ifo}"].to_numpy(dtype=np.float64) >= LOCATED_SNR)
@@ -78,7 +93,7 @@ def match_injections(
             matches = np.ones((rows.stop - rows.start, len(candidates)), dtype=bool)
             for ifo in ifos:
                 it = inj[f"time_{ifo}"].to_numpy(dtype=np.float64)[rows]
-                close = np.abs(it[:, None] - cand_times[ifo][None, :]) <= tol[rows, None]
+                close = np.abs(it[:, None] - cand_times[ifo][None, :]) <= np.maximum(tol[rows, None], extent[ifo][None, :])
                 matches &= np.isnan(cand_times[ifo])[None, :] | close
             stat = np.where(matches, cand_snr[None, :], -np.inf)
             best[rows] = np.where(matches.any(axis=1), np.argmax(stat, axis=1), -1)
