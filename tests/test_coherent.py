@@ -363,3 +363,17 @@ def test_pp_test_accepts_calibrated_and_rejects_overconfident_maps():
     assert pp_test(narrow)[1] < 1e-6
     with pytest.raises(ValueError, match="credible levels"):
         pp_test([1.5])
+
+
+def test_coherent_batch_fits_in_the_filter_pass_memory():
+    """Templates per coherent pass: the filter pass's reserved 28 bytes per template and sample
+    hold 8 per detector plus 12 of filter scratch (the one-day chunk: 906 of a 1165-template pass,
+    so its ~460 candidate templates go at once); never more than the search's batch, never none."""
+    from gwbatch.coherent.chunk import FILTER_SCRATCH, coherent_batch
+    from gwbatch.spiir.triggers import PASS_BYTES
+
+    assert (PASS_BYTES, FILTER_SCRATCH) == (28, 12)
+    assert coherent_batch(1165, 3, 2_300_000, "cupy") == 906
+    assert coherent_batch(64, 3, 10**7, "numpy") == 49
+    assert coherent_batch(8, 2, 1000, "numpy") == 8  # the host's 512 MiB floor holds far more
+    assert coherent_batch(1, 4, 10**10, "cupy") == 1
