@@ -23,16 +23,16 @@ as pivot:
 5. **Skymaps** for zero-lag events ranked at least the threshold
    (:func:`gwbatch.sky.skymap.posterior` over the whole grid).
 6. **Deep trials** (``n_deep``): trials ``K + 1 ... K + n_deep``, each kept only where it reaches
-   the chunk's cut (:func:`gwbatch.background.trials.deep_trial_cut` of the base trials seen so far,
-   which only ever rises, also to the ``deep_tail + 1``-th loudest deep event so far that is not a
-   louder zero-lag event's own: a chunk keeps about as many deep events as base ones in the tail).  The rank never exceeds the coherent SNR,
-   nor that the network SNR, so
-   each other detector's largest ``|z|^2`` over its spread of arrival offsets (a few samples per
-   pair, :func:`gwbatch.coherent.statistic.spread_max`) finds the (candidate, trial) pairs that
-   may reach the cut (:func:`gwbatch.coherent.statistic.trials_reaching`), and the sky maximum and
+   the chunk's cut (:func:`gwbatch.background.trials.deep_trial_cut` of the base trials seen so
+   far, which only ever rises, also to the ``deep_tail + 1``-th loudest deep event so far that is
+   not a louder zero-lag event's own: a chunk keeps about as many deep events as base ones in the
+   tail).  The rank never exceeds the coherent SNR, nor that the network SNR, so each other
+   detector's largest ``|z|^2`` over its spread of arrival offsets (a few samples per pair,
+   :func:`gwbatch.coherent.statistic.spread_max`) finds the (candidate, trial) pairs that may
+   reach the cut (:func:`gwbatch.coherent.statistic.trials_reaching`), and the sky maximum and
    steps 2-3 run on those alone, with the kernel of the base trials.  Tens of thousands of trials
-   per candidate then cost a few reads each, and no memory beyond the batch's series.  The chunk reports the highest cut it applied: above it
-   its deep events are complete.
+   per candidate then cost a few reads each, and no memory beyond the batch's series.  The chunk
+   reports the highest cut it applied: above it its deep events are complete.
 
 Trial livetimes come from the detectors' analysed segments on the chunk's own samples, shifted
 the same way (:func:`gwbatch.background.slides.slide_livetimes`).
