@@ -2,20 +2,21 @@
 
 An injection is found by a candidate when, in every detector the candidate has, the trigger time
 lies within the injection's match window (``duration``: a pulse's energy FWHM, 10 ms for a binary)
-of the injection's arrival time in that detector, or within the candidate's own duration there
-when that is longer (``duration_<ifo>``, else ``duration``: a pulse's boxcar, a burst cluster's
-extent, which holds its energy-weighted time; a binary's burst cluster centres on its last
-cycles, ~0.2 s before the merger), or within the search's timing uncertainty (``timing``: its
-``max_uncertainty``, which its coincidence already allows), and at least one sample.  For candidates with a sky direction (the coherent SPIIR search,
-column ``ra``) only detectors with SNR at least ``LOCATED_SNR`` count: their per-detector times are
-the samples read at the best direction, and in a detector that holds little of the signal that
-sample is set by noise, up to the light travel time away.  (Their geocentric time is no better:
-on a two-detector ring the best direction's delay to the geocentre is uncertain by up to 21 ms.)
-Candidates of one detector each without per-detector columns (column ``ifo``, e.g. the radio
-search's beams) have their ``gps_time`` and ``snr`` in their own detector and none in the others.
-Of several
-matching candidates the one with the highest ranking statistic (``rank``, else ``snr``) is taken.  Injections arriving outside the analysed time of fewer than ``min_ifos``
-detectors are marked ``analysed = False`` (they could not be found) rather than silently dropped.
+of the injection's arrival time in that detector, or within the candidate's own duration there when
+that is longer (``duration_<ifo>``, else ``duration``: a pulse's boxcar, a burst cluster's extent,
+which holds its energy-weighted time; a binary's burst cluster centres on its last cycles, ~0.2 s
+before the merger), or within the search's timing uncertainty (``timing``: its ``max_uncertainty``,
+which its coincidence already allows), and at least one sample. For candidates with a sky direction
+(the coherent SPIIR search, column ``ra``) only detectors with SNR at least ``LOCATED_SNR`` count:
+their per-detector times are the samples read at the best direction, and in a detector that holds
+little of the signal that sample is set by noise, up to the light travel time away. (Their
+geocentric time is no better: on a two-detector ring the best direction's delay to the geocentre is
+uncertain by up to 21 ms.) Candidates of one detector each without per-detector columns (column
+``ifo``, e.g. the radio search's beams) have their ``gps_time`` and ``snr`` in their own detector
+and none in the others. Of several matching candidates the one with the highest ranking statistic
+(``rank``, else ``snr``) is taken. Injections arriving outside the analysed time of fewer than
+``min_ifos`` detectors are marked ``analysed = False`` (they could not be found) rather than
+silently dropped.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def match_injections(
             matches = np.ones((rows.stop - rows.start, len(candidates)), dtype=bool)
             for ifo in ifos:
                 it = inj[f"time_{ifo}"].to_numpy(dtype=np.float64)[rows]
-                close = np.abs(it[:, None] - cand_times[ifo][None, :]) <= np.maximum(tol[rows, None], extent[ifo][None, :])
+                window = np.maximum(tol[rows, None], extent[ifo][None, :])
+                close = np.abs(it[:, None] - cand_times[ifo][None, :]) <= window
                 matches &= np.isnan(cand_times[ifo])[None, :] | close
             stat = np.where(matches, cand_snr[None, :], -np.inf)
             best[rows] = np.where(matches.any(axis=1), np.argmax(stat, axis=1), -1)

@@ -248,10 +248,10 @@ def trials_reaching(snr, slot, sample, pivot, table: SkyTable, first: int, count
     per other detector, ``|z|^2`` at a sample within the spread of its arrival offsets over the sky
     (shifted for the trial): per other detector the largest ``|z|^2`` over that spread, on the ring
     ``window`` the trials wrap in (:func:`spread_max`), ``C x count x D`` windows of a few samples
-    instead of ``C x count x`` directions, so that thousands of trials per candidate cost little where
-    few reach the floor (the deep trials above their cut), and no memory beyond the pairs'.  A detector whose maximum over its spread is
-    below ``ifo_floor2`` cannot count towards ``min_ifos`` at any direction.  Pairs come sorted by
-    candidate and trial.
+    instead of ``C x count x`` directions, so that thousands of trials per candidate cost little
+    where few reach the floor (the deep trials above their cut), and no memory beyond the pairs'.
+    A detector whose maximum over its spread is below ``ifo_floor2`` cannot count towards
+    ``min_ifos`` at any direction.  Pairs come sorted by candidate and trial.
     """
     xp = array_namespace(snr)
     snr, slot, sample, pivot = _inputs(xp, snr, slot, sample, pivot)

@@ -280,7 +280,7 @@ class BackgroundConfig(StrictModel):
     deep_slides: Annotated[int, Field(ge=0, le=10_000_000)] | Literal["auto"] = Field("auto", description=(
         "further slides after `slides` that keep only background events ranked at or above the base background's "
         "tail-fit threshold: a deep background for the loud candidates (pulse: slides of the whole span; spiir: "
-        "coherent trials within each chunk, a gather each where the network SNR cannot reach the cut, up to "
+        "coherent trials within each chunk, a few reads each where the network SNR cannot reach the cut, up to "
         "plan.chunk / slide_step of them; burst: lags within each chunk, each as dear as a base one). auto (the "
         "default): pulse and spiir run as many as reach an IFAR of 1e4 yr per 30 days by counting (121750 slides "
         "in all), "
