@@ -144,3 +144,62 @@ def test_cpu_workers_share_several_gpus_by_worker_number(monkeypatch):
         got = {names[addr]: client.submit(ingest.write_block, plan, workers=[addr], pure=False).result()
                for addr in names}
     assert got == {k: k % 4 for k in range(6)}
+
+
+def _device_env():
+    from workflow.cluster import GPU_SHARE_ENV
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get(GPU_SHARE_ENV), os.environ.get("NUMBA_NUM_THREADS")
+
+
+def test_shared_gpu_cluster_gives_each_process_one_device_and_its_share(monkeypatch, spawned_workers):
+    """``cluster.workers_per_gpu``: k processes on each device, each seeing only that device and told
+    how many share it; the node's cores are shared between all of them.  Started without a GPU (the
+    processes only carry the environment), two devices named as CUDA_VISIBLE_DEVICES names them."""
+    from workflow.cluster import _started, shared_gpu_cluster, worker_environment
+
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    with worker_environment(4):
+        cluster = _started("local-cuda", shared_gpu_cluster, devices=["3", "GPU-abc"], per_gpu=2,
+                           threads_per_worker=2, memory_limit="auto", dashboard_address="127.0.0.1:0",
+                           silence_logs=50)
+    from distributed import Client
+
+    with cluster, Client(cluster) as client:
+        client.wait_for_workers(4)
+        seen = client.run(_device_env)
+        threads = {w["nthreads"] for w in client.scheduler_info(n_workers=-1)["workers"].values()}
+    share = str(host_threads(usable_cores(), 4))
+    assert sorted(seen.values()) == [("3", "2", share), ("3", "2", share), ("GPU-abc", "2", share),
+                                     ("GPU-abc", "2", share)]
+    assert threads == {2}
+
+
+def test_a_shared_gpu_counts_its_share_of_the_memory(monkeypatch):
+    """The memory plan of a worker that shares its GPU with three others counts a quarter of it."""
+    from distributed.diagnostics import nvml
+
+    from workflow import memory
+    from workflow.cluster import GPU_SHARE_ENV
+
+    monkeypatch.setattr(nvml, "one_time", lambda: {"memory-total": 143_771_000_832})
+    for share, expected in ((None, 143_771_000_832), ("4", 35_942_750_208)):
+        if share is None:
+            monkeypatch.delenv(GPU_SHARE_ENV, raising=False)
+        else:
+            monkeypatch.setenv(GPU_SHARE_ENV, share)
+        memory._gpu_memory.cache_clear()
+        assert memory._gpu_memory() == expected
+    memory._gpu_memory.cache_clear()
+
+
+@pytest.mark.parametrize("kind", ["local", "in-process", "address", "slurm"])
+def test_workers_per_gpu_refused_where_no_local_gpu_workers_start(kind):
+    from pydantic import ValidationError
+
+    extra = {"address": "tcp://x:8786"} if kind == "address" else {}
+    extra |= {"jobqueue": {"memory": "16GiB"}} if kind == "slurm" else {}
+    with pytest.raises(ValidationError, match=r"cluster.workers_per_gpu \(4\) is for local GPU workers; kind "
+                                              rf"'{kind}'"):
+        ClusterConfig(kind=kind, workers_per_gpu=4, **extra)
+    assert ClusterConfig(kind="auto", workers_per_gpu=4).workers_per_gpu == 4

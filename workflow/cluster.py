@@ -2,7 +2,8 @@
 
 Kinds: ``in-process`` (no Dask: tasks run one after another in this process, for tiny runs and
 tests), ``local`` (``distributed.LocalCluster``, one single-threaded worker process per core),
-``local-cuda`` (``dask_cuda.LocalCUDACluster``, one worker per visible GPU), ``address`` (connect
+``local-cuda`` (``dask_cuda.LocalCUDACluster``, one worker per visible GPU; with
+``cluster.workers_per_gpu`` k > 1, k worker processes on each GPU: :func:`shared_gpu_cluster`), ``address`` (connect
 to a running scheduler) and ``auto``: ``local-cuda`` when NVML reports GPUs and dask-cuda is
 installed, else ``local``.  ``slurm``, ``pbs`` and ``htcondor`` submit batch jobs through
 dask-jobqueue (``cluster.jobqueue``): the scheduler runs in this process, each job runs
@@ -54,6 +55,7 @@ class Cluster:
     dashboard: str | None
     backend: str
     threads: int = 1  # tasks a worker runs at once (the most of any worker)
+    per_gpu: int = 1  # local GPU workers on each GPU (cluster.workers_per_gpu)
 
 
 def quiet_dask_logs() -> None:
@@ -84,10 +86,47 @@ def usable_cores() -> int:
 
 def visible_gpus() -> int:
     """GPUs a local CUDA cluster would use: those in CUDA_VISIBLE_DEVICES, else all NVML sees."""
+    return len(gpu_devices())
+
+
+def gpu_devices() -> list[str]:
+    """The devices a local CUDA cluster uses, as CUDA_VISIBLE_DEVICES names them (indices or UUIDs),
+    else NVML's indices."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()])
-    return gpu_count()
+        return [d.strip() for d in visible.split(",") if d.strip()]
+    return [str(i) for i in range(gpu_count())]
+
+
+#: Set in each worker of :func:`shared_gpu_cluster`: how many workers share its GPU, so that its
+#: memory plan counts its share of the GPU's memory (:func:`workflow.memory.worker_budget`).
+GPU_SHARE_ENV = "GWBATCH_WORKERS_PER_GPU"
+
+
+def shared_gpu_cluster(devices: list[str], per_gpu: int, **options):
+    """A local cluster of ``per_gpu`` worker processes on each of ``devices``: each process sees
+    only its device (``CUDA_VISIBLE_DEVICES``) and knows how many share it (:data:`GPU_SHARE_ENV`).
+
+    One GPU worker runs its tasks in threads of one Python process, so a campaign of many short
+    chunks with small kernels waits on that process's interpreter while the GPU idles; processes
+    sharing the GPU each bring their own (RESULTS.md, "Several workers per GPU").  Kernels of
+    different processes time-share the device; the memory plan gives each process ``1 / per_gpu``
+    of it.  The same options as :class:`distributed.LocalCluster`'s local workers."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    host = "127.0.0.1"
+    scheduler = {"cls": Scheduler, "options": {"host": host, "protocol": "tcp://", "dashboard": True,
+                                              "dashboard_address": options["dashboard_address"]}}
+    workers = {}
+    for i, device in enumerate(devices):
+        for j in range(per_gpu):
+            workers[f"gpu{i}-{j}"] = {"cls": Nanny, "options": {
+                "host": host, "protocol": "tcp://", "nthreads": options["threads_per_worker"],
+                "memory_limit": options["memory_limit"], "dashboard": False,
+                "silence_logs": options["silence_logs"],
+                "env": {"CUDA_VISIBLE_DEVICES": device, GPU_SHARE_ENV: str(per_gpu)}}}
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=options["silence_logs"],
+                       name="gwbatch-shared-gpu")
 
 
 #: glibc's malloc settings for local worker processes (read when a process starts, so they are
@@ -159,6 +198,7 @@ def cpu_cluster_config(cfg: ClusterConfig) -> ClusterConfig:
     if cfg.kind in ("address", "in-process", *JOBQUEUE_KINDS):
         return cfg
     return cfg.model_copy(update={"kind": "local", "n_workers": None if cfg.kind != "local" else cfg.n_workers,
+                                  "workers_per_gpu": 1,
                                   "dashboard_address": ":0"})
 
 
@@ -352,9 +392,17 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
             raise ConfigError("cluster.kind 'local-cuda' needs dask-cuda: pip install 'gwbatch[gpu]'") from None
         if gpu_count() == 0:
             raise ConfigError("cluster.kind 'local-cuda' but NVML reports no GPU; use kind: local")
-        with worker_environment(cfg.n_workers or visible_gpus()):
-            cluster = _started(kind, LocalCUDACluster, n_workers=cfg.n_workers, **options)
+        if cfg.workers_per_gpu == 1:
+            with worker_environment(cfg.n_workers or visible_gpus()):
+                cluster = _started(kind, LocalCUDACluster, n_workers=cfg.n_workers, **options)
+        else:
+            devices = gpu_devices()[:cfg.n_workers] if cfg.n_workers else gpu_devices()
+            with worker_environment(len(devices) * cfg.workers_per_gpu):
+                cluster = _started(kind, shared_gpu_cluster, devices=devices, per_gpu=cfg.workers_per_gpu,
+                                   **options)
     else:
+        if cfg.workers_per_gpu > 1:
+            log.info("cluster: no GPU here, so cluster.workers_per_gpu (%d) is not used", cfg.workers_per_gpu)
         n_workers = cfg.n_workers or max(1, min(os.cpu_count() or 1, n_tasks))
         from distributed import LocalCluster
 
@@ -368,7 +416,7 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
         raise
     try:
         yield Cluster(client, kind, len(cluster.workers), listening_link(cluster, client), resolved_backend,
-                      tasks_per_worker(cfg, kind))
+                      tasks_per_worker(cfg, kind), cfg.workers_per_gpu if kind == "local-cuda" else 1)
     finally:
         close_bounded(client, cluster)
 

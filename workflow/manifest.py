@@ -98,6 +98,7 @@ def failed_manifest(m: Member, cluster, parts: list[dict], reason: str | None = 
         "failed": [c for c in chunks if c["status"] == "failed"],
         "chunks": chunks,
         "cluster": {"kind": cluster.kind, "workers": cluster.workers, "threads_per_worker": cluster.threads,
+                    "workers_per_gpu": cluster.per_gpu,
                     "backend": cluster.backend},
         "timing": {"parts": parts},
     }
@@ -212,6 +213,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
         # what the search built before its chunks ran, as it summarises it (SPIIR: PSD epochs and their banks)
         "resources": resources.get("summary", {}),
         "cluster": {"kind": cluster.kind, "workers": cluster.workers, "threads_per_worker": cluster.threads,
+                    "workers_per_gpu": cluster.per_gpu,
                     "dashboard": cluster.dashboard, "backend": cluster.backend},
         "devices": sorted({c["device"] for c in chunks}),
         "chunks": chunks,

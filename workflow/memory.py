@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import threading
 from dataclasses import dataclass, replace
 from typing import Iterator
@@ -61,13 +62,17 @@ def worker_memory(cluster) -> WorkerMemory:
 
 @functools.cache
 def _gpu_memory() -> int:
-    """This worker's GPU memory in bytes (its first visible device), 0 without one."""
+    """This worker's GPU memory in bytes (its first visible device), 0 without one; its share of it
+    where several workers share the device (``cluster.workers_per_gpu``)."""
+    from workflow.cluster import GPU_SHARE_ENV
+
     try:
         from distributed.diagnostics import nvml
 
-        return int(nvml.one_time()["memory-total"])
+        total = int(nvml.one_time()["memory-total"])
     except Exception:
         return 0
+    return total // max(1, int(os.environ.get(GPU_SHARE_ENV, "1")))
 
 
 #: Where a task's memory lives: host memory, and the GPU's memory on a GPU worker.

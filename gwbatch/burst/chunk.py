@@ -284,7 +284,8 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
     n_det, fs = len(net.ifos), net.sample_rate
     if px.size == 0:
         return []
-    bins_f = np.array([levels[r].frequency(k, fs) for r, k in zip(px.level, px.bin)], dtype=np.float64)
+    lengths = np.array([res.length for res in levels])
+    bins_f = px.bin.astype(np.float64) * fs / lengths[px.level]  # each pixel's Resolution.frequency
     weights = sensitivities(net.psd, bins_f)
     per_pixel = n_det * (2 * n_delay + 1) * 8
     budget = AMPLITUDE_BUDGET["numpy" if xp is np else "cupy"]

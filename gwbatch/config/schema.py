@@ -472,6 +472,11 @@ class ClusterConfig(StrictModel):
         None, ge=1, le=MAX_WORKERS,
         description="tasks a local worker runs at once; default 2 on a GPU worker (one task's reading, "
                     "conditioning and host steps overlap the other's kernels), 1 on a CPU worker")
+    workers_per_gpu: int = Field(
+        1, ge=1, le=MAX_WORKERS,
+        description="local-cuda: worker processes on each GPU, each seeing only its GPU and planning its "
+                    "tasks within its share of the GPU's memory (for campaigns whose tasks leave the GPU "
+                    "idle while Python runs: many short chunks, small kernels)")
     memory_limit: str = Field("auto", description="memory of each local worker: 'auto', a fraction of the "
                                                   "machine's memory in [0.01, 1], or an amount of at least 512 MiB")
     address: str | None = Field(None, description="scheduler address for kind 'address'")
@@ -487,6 +492,13 @@ class ClusterConfig(StrictModel):
     @classmethod
     def _dashboard(cls, v):
         return _host_port(v)
+
+    @model_validator(mode="after")
+    def _workers_per_gpu(self):
+        if self.workers_per_gpu > 1 and self.kind not in ("auto", "local-cuda"):
+            raise ValueError(f"cluster.workers_per_gpu ({self.workers_per_gpu}) is for local GPU workers; kind "
+                             f"{self.kind!r} does not start them (use kind local-cuda or auto)")
+        return self
 
     @model_validator(mode="after")
     def _address(self):
