@@ -10,7 +10,7 @@ from gwbatch.conditioning import condition
 from gwbatch.conditioning.design import design_psd
 from gwbatch.conditioning.mask import dilate_invalid, mask_to_segments, merge_segments
 from gwbatch.conditioning.psd import median_bias, welch_median
-from gwbatch.conditioning.whiten import whiten, whitening_taps
+from gwbatch.conditioning.whiten import apply_fir, whiten, whitening_taps
 from gwbatch.config import ConditioningConfig, GatingConfig
 from gwbatch.simulate.noise import coloured_noise, colouring_filter
 
@@ -126,3 +126,28 @@ def test_mask_helpers(xp):
     np.testing.assert_array_equal(to_host(dilate_invalid(xp.asarray(v), 2)), np.r_[np.ones(8), np.zeros(5), np.ones(7)].astype(bool))
     np.testing.assert_array_equal(mask_to_segments(v, offset=100), [[100, 110], [111, 120]])
     np.testing.assert_array_equal(merge_segments(np.array([[5, 8], [0, 2], [2, 3], [7, 9]])), [[0, 3], [5, 9]])
+
+
+def test_dilate_invalid_marks_every_sample_within_pad_of_an_invalid_one():
+    """Brute force over random masks: lengths 1-60, pads 0-70 (past the mask's length), all valid."""
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        n, pad = int(rng.integers(1, 61)), int(rng.integers(0, 71))
+        valid = rng.random(n) > rng.random() * 0.3
+        bad = np.flatnonzero(~valid)
+        expected = np.array([not np.any(np.abs(bad - i) <= pad) for i in range(n)]) if pad > 0 else valid
+        got = dilate_invalid(valid, pad)
+        assert got.dtype == bool and np.array_equal(got, expected), (n, pad, valid.astype(int))
+
+
+def test_fir_is_the_linear_convolution_away_from_the_ends():
+    """A read span's length is arbitrary (here 19 x 647 x 7 samples): the FFT convolution, done at a
+    fast padded length, equals the direct convolution to 1e-12 wherever the taps lie inside the data."""
+    rng = np.random.default_rng(3)
+    n, h = 19 * 647 * 7, 301
+    x, taps = rng.standard_normal(n), np.hanning(2 * h + 3)[1:-1] * rng.standard_normal(2 * h + 1)
+    taps = 0.5 * (taps + taps[::-1])  # symmetric, as whitening_taps makes them
+    got = apply_fir(x, taps)
+    direct = np.convolve(x, taps, mode="same")
+    assert got.shape == (n,)
+    np.testing.assert_allclose(got[h:n - h], direct[h:n - h], rtol=0, atol=1e-12 * np.abs(direct).max())

@@ -14,16 +14,15 @@ def dilate_invalid(valid, pad: int):
     ``pad`` samples on each side; those samples must not produce candidates or count as livetime.
     """
     xp = array_namespace(valid)
-    if pad <= 0:
+    if pad <= 0 or bool(valid.all()):
         return valid.copy()
-    bad = (~valid).astype(xp.int32)
-    # Window sums of bad samples over [i - pad, i + pad] via a cumulative sum.
-    c = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(bad, dtype=xp.int64)])
-    n = valid.size
-    idx = xp.arange(n)
-    lo = xp.clip(idx - pad, 0, n)
-    hi = xp.clip(idx + pad + 1, 0, n)
-    return (c[hi] - c[lo]) == 0
+    # Window sums of bad samples over [i - pad, i + pad] from a cumulative sum, its ends held:
+    # c[min(i + pad + 1, n)] - c[max(i - pad, 0)].
+    n, p = valid.size, min(pad, valid.size)
+    c = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(~valid, dtype=xp.int64)])
+    upper = xp.concatenate([c[p + 1:], xp.repeat(c[n:], p)]) if p < n else xp.repeat(c[n:], n)
+    lower = xp.concatenate([xp.zeros(p, dtype=xp.int64), c[: n - p]])
+    return (upper - lower) == 0
 
 
 def mask_to_segments(mask: np.ndarray, offset: int = 0) -> np.ndarray:
