@@ -85,6 +85,8 @@ def zero_runs(x: np.ndarray, min_length: int, outside: tuple[int, int] = (0, 0))
         length[starts == 0] += int(outside[0])
         length[stops == x.size] += int(outside[1])
     keep = length >= min_length
+    if not keep.any():  # the usual case: no gap to mark
+        return np.zeros(x.size, dtype=bool)
     mask = np.zeros(x.size + 1, dtype=np.int32)
     np.add.at(mask, starts[keep], 1)
     np.add.at(mask, stops[keep], -1)
@@ -93,7 +95,7 @@ def zero_runs(x: np.ndarray, min_length: int, outside: tuple[int, int] = (0, 0))
 
 def edge_zeros(x: np.ndarray) -> tuple[int, int]:
     """Exact zeros at the start and at the end of ``x`` (1-D): ``(leading, trailing)``."""
-    nz = np.flatnonzero(np.asarray(x) != 0)
-    if nz.size == 0:
+    nonzero = np.asarray(x) != 0
+    if not nonzero.any():
         return x.size, x.size
-    return int(nz[0]), int(x.size - 1 - nz[-1])
+    return int(np.argmax(nonzero)), int(np.argmax(nonzero[::-1]))
