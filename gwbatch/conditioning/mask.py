@@ -20,7 +20,7 @@ def dilate_invalid(valid, pad: int):
     # c[min(i + pad + 1, n)] - c[max(i - pad, 0)].
     n, p = valid.size, min(pad, valid.size)
     c = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(~valid, dtype=xp.int64)])
-    upper = xp.concatenate([c[p + 1:], xp.repeat(c[n:], p)]) if p < n else xp.repeat(c[n:], n)
+    upper = xp.concatenate([c[p + 1:], xp.repeat(c[n:], p)])
     lower = xp.concatenate([xp.zeros(p, dtype=xp.int64), c[: n - p]])
     return (upper - lower) == 0
 
