@@ -22,6 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from workflow.cli import _seconds  # noqa: E402  the CLI's own positive-seconds check
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "configs/month.yaml"
 #: ``gwbatch run``'s exit code when ``--stop-after`` stopped it with chunks left.
@@ -84,9 +88,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--store", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--stop-after", type=float, default=None, help="seconds of this call's run (gwbatch run --stop-after)")
+    p.add_argument("--stop-after", type=_seconds, default=None, help="seconds of this call's run (gwbatch run --stop-after)")
     p.add_argument("--workers", type=int, default=None, help="simulation workers")
-    p.add_argument("--duration", type=float, default=None, help="simulate this many seconds instead of 30 days")
+    p.add_argument("--duration", type=_seconds, default=None, help="simulate this many seconds instead of 30 days")
     p.add_argument("--set", action="append", default=[])
     p.add_argument("--result", type=Path, default=None)
     args = p.parse_args(argv)
@@ -96,7 +100,9 @@ def main(argv=None) -> int:
         if args.duration:
             sim = _with(sim, "--duration", f"{args.duration:g}")
         sim += ["--out", str(args.store)] + (["--workers", str(args.workers)] if args.workers else [])
-        subprocess.run([sys.executable, "-m", "gwbatch", "simulate", *sim], check=True, cwd=REPO)
+        code = subprocess.run([sys.executable, "-m", "gwbatch", "simulate", *sim], cwd=REPO).returncode
+        if code != 0:  # gwbatch simulate has said why (and left no store that looks complete)
+            return code
         print(f"simulated {args.store} in {time.perf_counter() - started:.0f} s", flush=True)
     run = [sys.executable, "-m", "gwbatch", "run", str(CONFIG), "--set", f"data.store={args.store}",
            "--out", str(args.out), "--no-progress", "--resume" if args.out.exists() else "--overwrite"]

@@ -284,8 +284,10 @@ def _lag_events(lag, px, cluster, centre, levels, x_up, shift, n_delay, table, n
     n_det, fs = len(net.ifos), net.sample_rate
     if px.size == 0:
         return []
-    lengths = np.array([res.length for res in levels])
-    bins_f = px.bin.astype(np.float64) * fs / lengths[px.level]  # each pixel's Resolution.frequency
+    bins_f = np.empty(px.size, dtype=np.float64)
+    for r, res in enumerate(levels):
+        at = px.level == r
+        bins_f[at] = res.frequency(px.bin[at], fs)
     weights = sensitivities(net.psd, bins_f)
     per_pixel = n_det * (2 * n_delay + 1) * 8
     budget = AMPLITUDE_BUDGET["numpy" if xp is np else "cupy"]
