@@ -149,16 +149,19 @@ def test_cpu_workers_share_several_gpus_by_worker_number(monkeypatch):
 def _device_env():
     from workflow.cluster import GPU_SHARE_ENV
 
-    return os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get(GPU_SHARE_ENV), os.environ.get("NUMBA_NUM_THREADS")
+    return (os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get(GPU_SHARE_ENV), os.environ.get("NUMBA_NUM_THREADS"),
+            os.environ.get("CUPY_GPU_MEMORY_LIMIT"))
 
 
 def test_shared_gpu_cluster_gives_each_process_one_device_and_its_share(monkeypatch, spawned_workers):
     """``cluster.workers_per_gpu``: k processes on each device, each seeing only that device and told
-    how many share it; the node's cores are shared between all of them.  Started without a GPU (the
+    how many share it, its CuPy pool held to 45% of the device (90% / 2); the node's cores are
+    shared between all of them.  Started without a GPU (the
     processes only carry the environment), two devices named as CUDA_VISIBLE_DEVICES names them."""
     from workflow.cluster import _started, shared_gpu_cluster, worker_environment
 
     monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    monkeypatch.delenv("CUPY_GPU_MEMORY_LIMIT", raising=False)
     with worker_environment(4):
         cluster = _started("local-cuda", shared_gpu_cluster, devices=["3", "GPU-abc"], per_gpu=2,
                            threads_per_worker=2, memory_limit="auto", dashboard_address="127.0.0.1:0",
@@ -170,8 +173,8 @@ def test_shared_gpu_cluster_gives_each_process_one_device_and_its_share(monkeypa
         seen = client.run(_device_env)
         threads = {w["nthreads"] for w in client.scheduler_info(n_workers=-1)["workers"].values()}
     share = str(host_threads(usable_cores(), 4))
-    assert sorted(seen.values()) == [("3", "2", share), ("3", "2", share), ("GPU-abc", "2", share),
-                                     ("GPU-abc", "2", share)]
+    assert sorted(seen.values()) == [("3", "2", share, "45%"), ("3", "2", share, "45%"),
+                                     ("GPU-abc", "2", share, "45%"), ("GPU-abc", "2", share, "45%")]
     assert threads == {2}
 
 

@@ -128,6 +128,25 @@ def test_trial_far_inclusive_and_exclusive():
     assert np.allclose(bg.shifts[2], [0.0, 0.2])
 
 
+def test_trial_events_reading_a_candidates_data_in_any_detector_are_its_own():
+    """A loud signal in L1 paired in a trial with an H1 noise trigger (pivot H1) is the signal's
+    background, not noise: linked through L1 though its pivot is H1; one that reads the candidate's
+    data in both detectors is linked once; hierarchical removal then takes both out."""
+    zero = _events([0, 0], [30.0, 8.0], [1000, 7000], [1004, 7003], 0)
+    trials = _events([0, 1, 0, 0], [29.0, 12.0, 28.0, 9.0], [4000, 1001, 1000, 9000],
+                     [1005, 2000, 1003, 9100], [1, 2, 3, 1])
+    links = own_trials(zero, trials, ("H1", "L1"), window=10)
+    assert sorted(zip(links["fg"], links["bg"])) == [(0, 0), (0, 1), (0, 2)]
+    bg = trial_background(zero, trials, np.array([100.0, 100.0, 100.0, 100.0]), ifos=("H1", "L1"), step=0.1,
+                          window=10, hierarchical=True)
+    fg = bg.foreground
+    # event 0 (30) is louder than every trial event: removed, and its three trial events with it;
+    # event 1 (8) is then counted against the noise event (9) alone: 1 louder in 300 s
+    assert list(fg["removal_round"]) == [1, 0]
+    assert list(fg["n_louder"]) == [0, 1] and fg["far"].iloc[1] == pytest.approx(1 / 300)
+    assert fg["far_no_removal"].iloc[1] == pytest.approx(4 / 300)
+
+
 @pytest.fixture(scope="module")
 def noise_store(tmp_path_factory):
     base = tmp_path_factory.mktemp("deep")

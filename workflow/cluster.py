@@ -102,6 +102,21 @@ def gpu_devices() -> list[str]:
 #: memory plan counts its share of the GPU's memory (:func:`workflow.memory.worker_budget`).
 GPU_SHARE_ENV = "GWBATCH_WORKERS_PER_GPU"
 
+#: The part of a shared GPU's memory the k processes' CuPy memory pools may hold together (each
+#: ``1 / k`` of it): above the memory plan's :data:`workflow.memory.USABLE`, below the whole so
+#: that the CUDA contexts and cuFFT's own plan memory, which bypass the pools, always find room.
+SHARED_POOL_FRACTION = 0.9
+
+
+def pool_limit(per_gpu: int) -> str:
+    """``CUPY_GPU_MEMORY_LIMIT`` of one of ``per_gpu`` processes sharing a GPU.
+
+    A CuPy pool keeps the blocks its tasks freed; without a limit, the pools of processes running
+    different searches grow into each other's memory until an allocation outside them fails (cuFFT
+    plan creation: ``CUFFT_INTERNAL_ERROR``, one chunk in 2848 of ``configs/month.yaml``'s 30 days).
+    At its limit a pool first returns its cached blocks to the device, then allocates."""
+    return f"{100.0 * SHARED_POOL_FRACTION / per_gpu:.6g}%"
+
 
 def shared_gpu_cluster(devices: list[str], per_gpu: int, **options):
     """A local cluster of ``per_gpu`` worker processes on each of ``devices``: each process sees
@@ -111,20 +126,23 @@ def shared_gpu_cluster(devices: list[str], per_gpu: int, **options):
     chunks with small kernels waits on that process's interpreter while the GPU idles; processes
     sharing the GPU each bring their own (RESULTS.md, "Several workers per GPU").  Kernels of
     different processes time-share the device; the memory plan gives each process ``1 / per_gpu``
-    of it.  The same options as :class:`distributed.LocalCluster`'s local workers."""
+    of it, and its CuPy pool is held to that share (:func:`pool_limit`; a ``CUPY_GPU_MEMORY_LIMIT``
+    already in the environment is kept).  The same options as :class:`distributed.LocalCluster`'s
+    local workers."""
     from distributed import Nanny, Scheduler, SpecCluster
 
     host = "127.0.0.1"
     scheduler = {"cls": Scheduler, "options": {"host": host, "protocol": "tcp://", "dashboard": True,
                                               "dashboard_address": options["dashboard_address"]}}
-    workers = {}
+    workers, limit = {}, pool_limit(per_gpu)
     for i, device in enumerate(devices):
         for j in range(per_gpu):
             workers[f"gpu{i}-{j}"] = {"cls": Nanny, "options": {
                 "host": host, "protocol": "tcp://", "nthreads": options["threads_per_worker"],
                 "memory_limit": options["memory_limit"], "dashboard": False,
                 "silence_logs": options["silence_logs"],
-                "env": {"CUDA_VISIBLE_DEVICES": device, GPU_SHARE_ENV: str(per_gpu)}}}
+                "env": {"CUDA_VISIBLE_DEVICES": device, GPU_SHARE_ENV: str(per_gpu),
+                        "CUPY_GPU_MEMORY_LIMIT": os.environ.get("CUPY_GPU_MEMORY_LIMIT", limit)}}}
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=options["silence_logs"],
                        name="gwbatch-shared-gpu")
 

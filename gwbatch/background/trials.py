@@ -9,9 +9,9 @@ every chunk together is one time slide of the whole campaign, so the FAR convent
 ``FAR(x) = N_trials(rank >= x) / T_bg``, with ``T_bg`` the summed livetime of all trials.
 
 - inclusive: every trial event counts;
-- exclusive: trial events whose pivot trigger is one of the candidate's own (same pivot detector,
-  within the cluster window of the candidate's time there) are removed: the candidate's own data
-  cannot be its own background.
+- exclusive: trial events that read the candidate's own data in any detector (their sample there
+  within the cluster window of the candidate's) are removed: the candidate's own data cannot be
+  its own background, whichever detector's trigger seeded the trial event.
 
 **Deep trials** (``background.deep_slides``): trials ``K + 1 ... K + D`` after the ``K`` base ones,
 on the same ring of the chunk, whose events are kept only at or above a rank cut.  Each chunk sets
@@ -34,18 +34,19 @@ from gwbatch.gpstime import GPSTime, sample_times
 
 
 def own_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float) -> pd.DataFrame:
-    """``(fg, bg)`` pairs: trial events whose pivot trigger is zero-lag event ``fg``'s own (pivot
-    detector ``j``, pivot sample within ``window`` samples of the event's sample in ``j``)."""
+    """``(fg, bg)`` pairs, each once: trial events that read zero-lag event ``fg``'s own data, their
+    sample in some detector within ``window`` samples of the event's sample there.
+
+    Every detector counts, not only the trial event's pivot: a loud signal in one detector seeds
+    trial events from noise triggers of the other (its pivot) as well as from its own trigger, and
+    both are the signal's, not noise (a shared trigger in any detector, as PyCBC's exclusive
+    background)."""
     fgs, bgs = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     if not (zero_lag.empty or trials.empty):
-        pivot = trials["pivot"].to_numpy()
-        for j, ifo in enumerate(ifos):
-            rows = np.flatnonzero(pivot == j)
-            if rows.size == 0:
-                continue
-            when = trials[f"sample_{ifo}"].to_numpy(np.float64)[rows]
-            order = np.argsort(when, kind="stable")
-            rows, when = rows[order], when[order]
+        for ifo in ifos:
+            when = trials[f"sample_{ifo}"].to_numpy(np.float64)
+            rows = np.argsort(when, kind="stable")
+            when = when[rows]
             mine = zero_lag[f"sample_{ifo}"].to_numpy(np.float64)
             lo = np.searchsorted(when, mine - window, side="left")
             hi = np.searchsorted(when, mine + window, side="right")
@@ -54,7 +55,8 @@ def own_trials(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ..
             # the ranges lo[i] ... hi[i] - 1 laid end to end
             starts = np.repeat(lo - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
             bgs.append(rows[starts + np.arange(int(count.sum()))])
-    return pd.DataFrame({"fg": np.concatenate(fgs).astype(np.int64), "bg": np.concatenate(bgs).astype(np.int64)})
+    pairs = np.unique(np.stack([np.concatenate(fgs), np.concatenate(bgs)]).astype(np.int64), axis=1)
+    return pd.DataFrame({"fg": pairs[0], "bg": pairs[1]})
 
 
 def noise_ranks(zero_lag: pd.DataFrame, trials: pd.DataFrame, ifos: tuple[str, ...], window: float) -> np.ndarray:
@@ -94,8 +96,8 @@ def trial_background(zero_lag: pd.DataFrame, trials: pd.DataFrame, livetime: np.
     """Zero-lag events with FARs against the trial events
     (:func:`gwbatch.background.significance.assign_far`; ``tail`` and ``hierarchical`` as there).
 
-    ``livetime``: per trial (s), ``[0]`` zero lag; ``step``: trial step (s); ``window``: the pivot
-    window (samples) that links a trial event to a zero-lag event's own trigger.  ``n_base``: the
+    ``livetime``: per trial (s), ``[0]`` zero lag; ``step``: trial step (s); ``window``: the window
+    (samples) that links a trial event to a zero-lag event's own data (:func:`own_trials`).  ``n_base``: the
     base trials (default: all); trials after them are deep, their events all ranked at least
     ``cut`` (module docstring).
     """
@@ -148,7 +150,8 @@ def chunk_trials_significance(results: list, *, t0: GPSTime, sample_rate: float,
     """Significance of a search whose chunks run their own trials: every chunk's zero-lag events,
     clustered across chunk edges on their ``reference`` column (store samples) within
     ``cluster_window`` s, with FARs against every chunk's trial events (:func:`trial_background`;
-    ``step``: the trial step, s; ``window``: the exclusive FAR's pivot window, samples; ``tail``,
+    ``step``: the trial step, s; ``window``: the window (samples) within which a trial event reads a
+    candidate's own data (:func:`own_trials`); ``tail``,
     ``hierarchical``: :func:`gwbatch.background.significance.assign_far`'s).  ``n_base``: the base
     trials when the chunks also ran deep ones: their events are kept at or above the largest cut a
     chunk reported (its ``deep_cut`` array).  Returns ``(BackgroundResult, skymaps)``; the trial
