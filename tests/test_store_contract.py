@@ -157,6 +157,13 @@ def test_verify_store_chunks_checks_files_without_decoding(store):
         verify_store_chunks(meta, {"L1": [0]})
     with pytest.raises(DataError, match="no strain chunk 4"):
         verify_store_chunks(meta, {"H1": [4]})
+    # in threads: the same checks, and the first failure in the order given is the one raised
+    verify_store_chunks(meta, {"H1": [0, 1, 2, 3], "L1": [1, 2, 3]}, threads=4)
+    chunk_file(store, 0, 3).write_bytes(chunk_file(store, 0, 2).read_bytes())
+    with pytest.raises(DataError, match="strain chunk 3 of H1 .* does not match its checksum"):
+        verify_store_chunks(meta, {"H1": [1, 2, 3], "L1": [2, 0, 1]}, threads=4)
+    with pytest.raises(DataError, match="strain chunk 0 of L1 .* does not match its checksum"):
+        verify_store_chunks(meta, {"L1": [1, 0, 2], "H1": [3]}, threads=4)
 
 
 def test_truncated_chunk_is_refused(store):

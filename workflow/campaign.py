@@ -25,7 +25,7 @@ from gwbatch.io.store import read_dq, read_meta
 from gwbatch.io.tables import write_chunk, write_json, write_table
 from gwbatch.report.html import write_report
 from gwbatch.searches import get_search
-from workflow.cluster import start_cluster
+from workflow.cluster import start_cluster, usable_cores
 from workflow.execute import Call, Stopped, TaskFailed, chunk_failure, chunks_failed, run_calls
 from workflow.figures import figure_stages, top_figures
 from workflow.manifest import account_parts, build_manifest, provenance, suite_manifest
@@ -36,7 +36,8 @@ from workflow.outputs import combined_candidates, commit_failed, write_outputs
 from workflow.plan import chunk_task, member_plan
 from workflow.prepare import prepare
 from workflow.reduce import Reduced, reduce_results
-from workflow.resume import check_identity, chunk_inputs, fingerprint, reusable_checkpoints, run_identity
+from workflow.resume import (check_identity, chunk_inputs, fingerprint, reusable_checkpoints, run_identity,
+                             verify_reused_inputs)
 from workflow.rundir import RunDirectory, Staging, output_errors
 from workflow.schedule import task_priorities
 
@@ -56,7 +57,7 @@ def open_member(run: RunDirectory, name: str, campaign: Campaign) -> Member:
     member.inputs = {spec.index: chunk_inputs(meta, plan.ifos, spec) for spec in plan.chunks}
     if run.resume:
         check_identity(run, name, identity)
-        member.results = reusable_checkpoints(run, name, plan, meta, member.fingerprint, member.inputs)
+        member.results = reusable_checkpoints(run, name, plan, member.fingerprint, member.inputs, threads=usable_cores())
         member.status = dict.fromkeys(member.results, "reused")
     return member
 
@@ -245,6 +246,8 @@ def _run(top: Path, campaigns: dict[str, Campaign], cluster_cfg, backend: str, *
     members_names = tuple(name for name in campaigns if name)
     with RunDirectory.open(top, members=members_names, resume=resume, overwrite=overwrite, command=command) as run:
         members = [open_member(run, name, c) for name, c in campaigns.items()]
+        if resume:
+            verify_reused_inputs(members, threads=usable_cores())
         for m in members:
             check_science(m)
         stages["plan"] = time.perf_counter() - timer

@@ -114,32 +114,49 @@ def check_identity(run: RunDirectory, name: str, identity: dict) -> None:
                           "(or use another --out)")
 
 
-def reusable_checkpoints(run: RunDirectory, name: str, plan: Plan, meta: StoreMeta, fingerprint: str,
-                         inputs: dict[int, dict]) -> dict[int, ChunkResult]:
+def reusable_checkpoints(run: RunDirectory, name: str, plan: Plan, fingerprint: str, inputs: dict[int, dict],
+                         threads: int = 1) -> dict[int, ChunkResult]:
     """The checkpoints of ``plan``'s chunks that still hold, by chunk index: made by this run
     (``fingerprint``) for the chunk's exact span, from the store chunks the store holds now
-    (``inputs``, :func:`chunk_inputs`), whose files are checked against their checksums.  A
-    damaged checkpoint is left out with a warning (its chunk runs again)."""
-    found, stale = {}, 0
+    (``inputs``, :func:`chunk_inputs`).  A damaged checkpoint is left out with a warning (its chunk
+    runs again).  ``threads`` checkpoints are read at once.  The store files under them are checked
+    by :func:`verify_reused_inputs`, once for all members."""
+    from concurrent.futures import ThreadPoolExecutor
+
     who = f" {name}" if name else ""
-    for spec in plan.chunks:
+
+    def read(spec):
         try:
-            checkpoint = read_chunk(run.chunks(name), spec, fingerprint)
+            return read_chunk(run.chunks(name), spec, fingerprint)
         except DamagedCheckpoint as exc:
             log.warning("resume%s: checkpoint %s is damaged and chunk %d runs again", who, exc, spec.index)
-            continue
+            return None
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        checkpoints = list(pool.map(read, plan.chunks))
+    found, stale = {}, 0
+    for spec, checkpoint in zip(plan.chunks, checkpoints):
         if checkpoint is None:
             continue
-        result, read = checkpoint
-        if read != inputs[spec.index]:
+        result, read_inputs = checkpoint
+        if read_inputs != inputs[spec.index]:
             stale += 1
             continue
         found[spec.index] = result
-    wanted: dict[str, set[int]] = {}
-    for index in found:
-        for ifo, pairs in inputs[index].items():
-            wanted.setdefault(ifo, set()).update(k for k, _ in pairs)
-    verify_store_chunks(meta, {ifo: sorted(ks) for ifo, ks in wanted.items()})
     log.info("resume%s: %d of %d chunks already done%s", who, len(found), len(plan.chunks),
              f"; {stale} run again because store chunks they read were rewritten" if stale else "")
     return found
+
+
+def verify_reused_inputs(members, threads: int = 1) -> None:
+    """Check the store files under every checkpoint taken over against the store's checksums, each
+    file once however many members read it (``members``: each with ``meta``, ``inputs`` and
+    ``results``); a file that fails is a :class:`~gwbatch.errors.DataError` naming it."""
+    stores: dict[str, tuple[StoreMeta, dict[str, set[int]]]] = {}
+    for m in members:
+        meta, wanted = stores.setdefault(str(m.meta.path), (m.meta, {}))
+        for index in m.results:
+            for ifo, pairs in m.inputs[index].items():
+                wanted.setdefault(ifo, set()).update(k for k, _ in pairs)
+    for meta, wanted in stores.values():
+        verify_store_chunks(meta, {ifo: sorted(ks) for ifo, ks in wanted.items()}, threads=threads)
