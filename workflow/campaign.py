@@ -49,7 +49,8 @@ log = logging.getLogger("gwbatch")
 
 def open_member(run: RunDirectory, name: str, campaign: Campaign) -> Member:
     """Plan a search and, on --resume, take over its checkpoints that still hold
-    (:mod:`workflow.resume`): a resume of another run is refused saying what differs."""
+    (:mod:`workflow.resume`): a resume of another run is refused saying what differs.  The store
+    files under them are checked by :func:`open_members`, once for all members."""
     meta = read_meta(campaign.data.store)
     plan = member_plan(name, campaign, meta)
     identity = run_identity(campaign, meta, plan.segments, plan.injections)
@@ -60,6 +61,15 @@ def open_member(run: RunDirectory, name: str, campaign: Campaign) -> Member:
         member.results = reusable_checkpoints(run, name, plan, member.fingerprint, member.inputs, threads=usable_cores())
         member.status = dict.fromkeys(member.results, "reused")
     return member
+
+
+def open_members(run: RunDirectory, campaigns: dict[str, Campaign]) -> list[Member]:
+    """Every member, opened (:func:`open_member`); on --resume, the store files under all the
+    checkpoints they take over are then checked, each once (:func:`workflow.resume.verify_reused_inputs`)."""
+    members = [open_member(run, name, c) for name, c in campaigns.items()]
+    if run.resume:
+        verify_reused_inputs(members, threads=usable_cores())
+    return members
 
 
 def run_members(run: RunDirectory, members: list[Member], cluster_cfg, backend: str, *, progress: bool,
@@ -245,9 +255,7 @@ def _run(top: Path, campaigns: dict[str, Campaign], cluster_cfg, backend: str, *
     timer = time.perf_counter()
     members_names = tuple(name for name in campaigns if name)
     with RunDirectory.open(top, members=members_names, resume=resume, overwrite=overwrite, command=command) as run:
-        members = [open_member(run, name, c) for name, c in campaigns.items()]
-        if resume:
-            verify_reused_inputs(members, threads=usable_cores())
+        members = open_members(run, campaigns)
         for m in members:
             check_science(m)
         stages["plan"] = time.perf_counter() - timer
