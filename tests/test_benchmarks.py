@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,3 +174,22 @@ def test_scale_warm_up_runs_first_untimed_on_one_gpu(tmp_path, monkeypatch):
     assert record["warm_up"]["store_seconds"] == 2048.0 and record["warm_up"]["wall_seconds"] >= 0
     assert [r["gpus"] for r in record["runs"]] == [4, 1]
     assert record["runs"][0]["scaling_wall"] == pytest.approx(1030.0 / (4 * 280.0))
+
+
+def test_tail_extrapolation_judges_the_fit_against_the_counts():
+    """An exponential background: the fit to 1000 s of it predicts the counts of 100x more within
+    Poisson (conservative); a deeper background with a heavier tail than the base's is caught."""
+    from benchmarks.tail_extrapolation import compare
+
+    rng = np.random.default_rng(3)
+    base = 3.0 + rng.exponential(1 / 2.0, size=2000)  # 2 per s above 3 over 1000 s, slope 2
+    deep = 3.0 + rng.exponential(1 / 2.0, size=198000)  # 99000 s more of the same
+    cut = 8.0
+    rows, fit = compare(base, deep[deep >= cut], 1000.0, 99000.0, cut, 100)
+    assert fit.count == 100 and abs(fit.slope - 2.0) < 0.5
+    assert [r["k"] for r in rows] and all(r["conservative"] for r in rows)
+    # ranks beyond the base's loudest: up to two decades past its bound
+    assert max(r["decades"] for r in rows) == pytest.approx(2.0, abs=0.01)
+    heavy = 3.0 + rng.exponential(1 / 1.0, size=198000)  # slope 1: far more loud events
+    rows, _ = compare(base, heavy[heavy >= cut], 1000.0, 99000.0, cut, 100)
+    assert not all(r["conservative"] for r in rows)
