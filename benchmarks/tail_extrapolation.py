@@ -59,7 +59,7 @@ def compare(base: np.ndarray, deep: np.ndarray, base_time: float, deep_time: flo
         if x <= fit.loudest or x < cut:
             continue
         expected = float(fit.n_louder(x)) * total / base_time
-        upper = float(fit.n_louder(x, max(fit.slope - fit.slope_error, 0.0))) * total / base_time
+        upper = float(fit.n_louder(x, fit.upper_slope)) * total / base_time
         rows.append({"k": k, "rank": x, "expected": expected, "expected_1sigma_up": upper,
                      "ratio": expected / k, "decades": float(np.log10((1.0 / base_time) / (k / total))),
                      "within_fit_limit": bool(x <= fit.limit),

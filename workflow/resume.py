@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from gwbatch import ANALYSIS_VERSION
 from gwbatch.config import Campaign
@@ -121,8 +122,6 @@ def reusable_checkpoints(run: RunDirectory, name: str, plan: Plan, fingerprint: 
     (``inputs``, :func:`chunk_inputs`).  A damaged checkpoint is left out with a warning (its chunk
     runs again).  ``threads`` checkpoints are read at once.  The store files under them are checked
     by :func:`verify_reused_inputs`, once for all members."""
-    from concurrent.futures import ThreadPoolExecutor
-
     who = f" {name}" if name else ""
 
     def read(spec):

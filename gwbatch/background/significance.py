@@ -70,6 +70,11 @@ class TailFit:
         return self.count * np.exp(-slope * (np.asarray(stat, dtype=np.float64) - self.threshold))
 
     @property
+    def upper_slope(self) -> float:
+        """The slope one standard error flatter (never below 0): the fit's 1-sigma upper FARs."""
+        return max(self.slope - self.slope_error, 0.0)
+
+    @property
     def limit(self) -> float:
         """The loudest statistic the fit is trusted to (:data:`EXTRAPOLATION_EFOLDS` past its loudest event)."""
         return self.loudest + EXTRAPOLATION_EFOLDS / self.slope
@@ -120,7 +125,7 @@ def _far(count: np.ndarray, stat: np.ndarray, time, fit: TailFit | None, fit_tim
         limit = fit.limit
         x = np.minimum(stat[none], limit)
         central = np.minimum(fit.n_louder(x) / fit_time, far[none])
-        high = np.minimum(fit.n_louder(x, max(fit.slope - fit.slope_error, 0.0)) / fit_time, far[none])
+        high = np.minimum(fit.n_louder(x, fit.upper_slope) / fit_time, far[none])
         far[none], upper[none] = central, high
         kind[np.flatnonzero(none)[(central < 1.0 / time[none]) & (stat[none] <= limit)]] = "extrapolated"
     return far, upper, kind

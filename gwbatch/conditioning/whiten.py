@@ -13,6 +13,8 @@ With this normalisation a signal of optimal SNR ``rho`` has whitened energy
 
 from __future__ import annotations
 
+from scipy.fft import next_fast_len
+
 from gwbatch._xp import array_namespace
 from gwbatch.conditioning.mask import dilate_invalid
 
@@ -47,8 +49,6 @@ def apply_fir(x, taps):
     whatever the chunk and its halo make it (8396119 = 19 x 647 x 683 samples for an 8192 s chunk
     at 1024 Hz, whose transforms took 11 times as long as at 8437500).  Only the first and last
     ``h`` outputs see the padding instead of the other end of ``x``; :func:`whiten` masks them."""
-    from scipy.fft import next_fast_len
-
     xp = array_namespace(x, taps)
     n = x.size
     h = (taps.size - 1) // 2

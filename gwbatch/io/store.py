@@ -55,6 +55,7 @@ import shutil
 import socket
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -1158,8 +1159,6 @@ def verify_store_chunks(meta: StoreMeta, chunks: dict[str, Iterable[int]], threa
         for row, index in files:
             _verified_bytes(meta, row, index)
         return
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=threads) as pool:
         for _ in pool.map(lambda f: _verified_bytes(meta, *f) is None, files):
             pass  # raises the first failure in order
