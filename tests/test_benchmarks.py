@@ -193,3 +193,18 @@ def test_tail_extrapolation_judges_the_fit_against_the_counts():
     heavy = 3.0 + rng.exponential(1 / 1.0, size=198000)  # slope 1: far more loud events
     rows, _ = compare(base, heavy[heavy >= cut], 1000.0, 99000.0, cut, 100)
     assert not all(r["conservative"] for r in rows)
+
+
+def test_epoch_psds_benchmark_times_each_thread_count_and_compares(small_store, tmp_path):
+    """``benchmarks/epoch_psds.py`` on a 256 s store in 64 s epochs: one line per thread count, the
+    four epochs' eight PSDs, each run equal to the first."""
+    config = tmp_path / "epochs.yaml"
+    config.write_text(f"name: epochs\ndata: {{store: {small_store}}}\n"
+                      "search: {kind: spiir, bank: configs/banks/bbh-small.yaml, psd_seconds: 64, psd_epoch: 64}\n"
+                      "plan: {chunk: 64}\nbackground: {slides: 2, slide_step: 2.0}\n")
+    run = subprocess.run([sys.executable, "benchmarks/epoch_psds.py", str(config), "--threads", "1", "3"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [r["threads"] for r in lines] == [1, 3]
+    assert all(r["epochs"] == 4 and r["measurements"] == 8 and r["equal_to_first"] for r in lines)

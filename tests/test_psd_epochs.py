@@ -180,3 +180,46 @@ def test_campaign_builds_a_bank_per_epoch_only_where_the_noise_changed(drifting_
         first, second = (e["banks"][ifo] for e in steady["psd_epochs"])
         assert steady["banks"][ifo] == [first["file"]] and second["file"] == first["file"]
         assert second["built_for_epoch"] == 0 and 0 < second["snr_loss"] <= 0.005
+
+
+def test_epoch_psds_in_threads_equal_those_made_one_by_one_and_name_epochs_without_data(drifting_store, tmp_path,
+                                                                                      caplog):
+    """The PSD measurements of the epochs run in the context's threads: the same PSDs, bit for bit,
+    as one thread makes.  An epoch whose PSD span is all excluded gets None (and takes its nearest
+    epoch's bank), with a warning that counts such epochs; a detector with no epoch of data is refused
+    with the store's own error."""
+    import dataclasses
+
+    from gwbatch.errors import DataError
+    from gwbatch.io.store import read_meta
+    from gwbatch.searches import get_search
+    from workflow.plan import member_plan
+    from workflow.prepare import prepare_context
+
+    campaign = epoch_campaign(drifting_store, tmp_path / "out")
+    meta = read_meta(drifting_store)
+    plan = member_plan("", campaign, meta)
+    settings, search = plan.settings, get_search("spiir")
+    context = prepare_context(plan, meta, tmp_path / "out", None, progress=False)
+    epochs = plan_epochs(context.chunks, settings.psd_epoch, settings.sample_rate)
+    assert len(epochs) == 2
+
+    def fingerprints(psds):
+        return [None if p[ifo] is None else p[ifo].fingerprint() for p in psds for ifo in ("H1", "L1")]
+
+    one = search.epoch_psds(settings, dataclasses.replace(context, threads=1), epochs)
+    four = search.epoch_psds(settings, dataclasses.replace(context, threads=4), epochs)
+    assert fingerprints(one) == fingerprints(four) and None not in fingerprints(one)
+    assert all(np.array_equal(a[ifo].values, b[ifo].values) for a, b in zip(one, four) for ifo in ("H1", "L1"))
+
+    # L1's second epoch excluded: None there, a warning; the other PSDs unchanged
+    second = np.array([[epochs[1].start, epochs[1].stop]])
+    gap = dataclasses.replace(context, threads=4, excluded={**context.excluded, "L1": second})
+    with caplog.at_level("WARNING", logger="gwbatch"):
+        psds = search.epoch_psds(settings, gap, epochs)
+    assert fingerprints(psds) == fingerprints(one)[:3] + [None]
+    assert "L1: 1 of 2 PSD epochs have too little data for a PSD" in caplog.text
+
+    everything = np.array([[epochs[0].start, epochs[1].stop]])
+    with pytest.raises(DataError):
+        search.epoch_psds(settings, dataclasses.replace(context, threads=4, excluded={"L1": everything}), epochs)

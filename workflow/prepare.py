@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 from gwbatch.searches import get_search
 from gwbatch.searches.base import PrepareContext
+from workflow.cluster import usable_cores
 from workflow.cpu_workers import cpu_workers
 from workflow.member import Member
 from workflow.rundir import BANKS, no_link
@@ -22,8 +23,9 @@ def prepare_context(plan, meta, outdir: Path, parallel: Callable, progress: bool
     """What a search's ``prepare`` sees for ``plan`` on store ``meta``: its cache is ``outdir/banks``."""
     return PrepareContext(store=meta, ifos=plan.ifos, span_start=plan.span_start, chunks=plan.chunks,
                           dq_required=plan.dq_required,
-                          zero_gap=plan.zero_gap, conditioning=plan.conditioning, excluded=plan.segments.excluded, cache=no_link(Path(outdir) / BANKS),
-                          parallel=parallel, progress=progress)
+                          zero_gap=plan.zero_gap, conditioning=plan.conditioning, excluded=plan.segments.excluded,
+                          cache=no_link(Path(outdir) / BANKS), parallel=parallel, progress=progress,
+                          threads=usable_cores())
 
 
 def prepare(members: list[Member], cluster_cfg, progress: bool = True) -> None:

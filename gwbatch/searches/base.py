@@ -85,8 +85,9 @@ class MemoryKnob:
 class PrepareContext:
     """What :meth:`Search.prepare` may use: the store (a :class:`~gwbatch.io.store.StoreMeta`), the
     span's first sample and the plan's chunks, how samples are masked and conditioned, the run's own cache directory,
-    and ``parallel(fn, args, items, desc)``, which yields ``fn(*args, item)`` for every item as it
-    completes on CPU workers (the workflow starts them on first use)."""
+    ``parallel(fn, args, items, desc)``, which yields ``fn(*args, item)`` for every item as it
+    completes on CPU workers (the workflow starts them on first use), and the ``threads`` this
+    process may use for work that releases the interpreter (store reads, FFTs)."""
 
     store: Any
     ifos: tuple[str, ...]
@@ -99,6 +100,7 @@ class PrepareContext:
     cache: Path
     parallel: Callable
     progress: bool = True
+    threads: int = 1
 
 
 @dataclass(frozen=True)
