@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gwbatch.config import validate_campaign
@@ -49,6 +51,20 @@ def test_auto_deep_slides_fill_the_ring_up_to_the_reach_goal(small_store):
     assert make_plan(campaign(small_store, background={"slides": 2, "slide_step": 100.0, "deep_slides": "auto"}),
                      meta).deep_slides == 0
     assert make_plan(campaign(small_store), meta).deep_slides == 156  # the default is auto
+
+
+def test_dry_run_states_the_counted_reach(small_store):
+    """The plan's text gives the IFAR its slides can count to at most (slides x span: 256 s x 256
+    slides = 65536 s = 2.08e-3 yr; per 30 days 256 x 30 / 365.25 = 21.0 yr) and how many slides the
+    10^4 yr per 30 days goal needs; a plan that has them is not told."""
+    meta = read_meta(small_store)
+    text = make_plan(campaign(small_store, plan={"chunk": 64.0}), meta).describe(float(meta.t0))
+    line = next(x for x in text.splitlines() if x.startswith("reach"))
+    assert "at most 0.00208 yr (21 yr per 30 days of data)" in line and "needs 121750 slides in all" in line
+    deep = dataclasses.replace(make_plan(campaign(small_store), meta), deep_slides=121650)  # what a long span holds
+    line = next(x for x in deep.describe(float(meta.t0)).splitlines() if x.startswith("reach"))
+    assert "(1e4 yr per 30 days of data)" in line and "needs" not in line
+    assert "reach" not in make_plan(campaign(small_store, background={"slides": 0}), meta).describe(float(meta.t0))
 
 
 def test_detector_missing_from_store(small_store):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gwbatch.background import REACH_SLIDES, check_slides, most_slides
+from gwbatch.background.far import SECONDS_PER_YEAR
 from gwbatch.conditioning import ConditioningSettings
 from gwbatch.conditioning.psd import MIN_SEGMENTS
 from gwbatch.config import Campaign, physical_bounds
@@ -99,6 +100,7 @@ class Plan:
             f"chunks     {len(self.chunks)} tasks; halo {self.halo_before / fs:g} s before, {self.halo_after / fs:g} s after",
             f"slides     {self.n_slides} x {self.slide_step:g} s (zero lag excluded from background)"
             + (f", and {self.deep_slides} deep ones" if self.deep_slides else ""),
+            *self._reach_lines(),
             *self._segment_lines(),
             f"memory     per task ~{self.task_memory_bytes / 2**20:.0f} MiB on a CPU worker, or"
             f" ~{(self.task_memory_bytes - self.task_device_bytes) / 2**20:.0f} MiB host +"
@@ -113,6 +115,20 @@ class Plan:
         return "\n".join(lines)
 
 
+    def _reach_lines(self) -> list[str]:
+        """The counted IFAR the slides can state at most: every slide's livetime is at most the span's,
+        so the background time is at most ``slides x span`` (the manifest gives the exact one)."""
+        slides = self.n_slides + self.deep_slides
+        if not slides or len(self.ifos) < 2:
+            return []
+        span = (self.span_stop - self.span_start) / self.sample_rate
+        month = slides * 30 * 86400.0 / SECONDS_PER_YEAR
+        line = (f"reach      counted IFAR at most {_years(slides * span / SECONDS_PER_YEAR)} yr ({_years(month)} yr per "
+                "30 days of data); louder candidates get the tail fit's FAR or a bound")
+        if slides < REACH_SLIDES:
+            line += f" (1e4 yr per 30 days needs {REACH_SLIDES} slides in all)"
+        return [line]
+
     def _segment_lines(self) -> list[str]:
         seconds = self.segments.summary.get("seconds_in_span")
         if not seconds:
@@ -121,6 +137,11 @@ class Plan:
                  f"{s['vetoed_after_conditioning']:g} s vetoed after conditioning, {s['hardware_injections']:g} s "
                  f"hardware injections" for ifo, s in seconds.items()]
         return ["segments   " + parts[0], *("           " + p for p in parts[1:])]
+
+
+def _years(x: float) -> str:
+    """Three significant figures, exponents as 1.03e4."""
+    return f"{x:.3g}".replace("e+0", "e").replace("e+", "e")
 
 
 def ring_length(span_start: int, span_stop: int, halo_after: int, sample_rate: float) -> float:
