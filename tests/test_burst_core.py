@@ -410,17 +410,18 @@ def test_coherent_energy_bound_holds_at_every_direction(n_det, delta):
         ec = direction_statistics(batch, c, table, cuts)["Ec"]
         assert np.all(ec <= reach[c]), (c, ec.max(), reach[c])
         tightest = max(tightest, ec.max() / reach[c])
-    # random amplitudes come within 0.11-0.31 of it (none for two detectors at delta = 0: Ec = 0)
-    assert tightest > (0.0 if (n_det, delta) == (2, 0.0) else 0.1), tightest
+    # random amplitudes come within 0.15-0.61 of it (none for two detectors at delta = 0: Ec = 0)
+    assert tightest > (0.0 if (n_det, delta) == (2, 0.0) else 0.14), tightest
     # one detector alone: no coherent energy is possible, and the bound says so
     alone = np.zeros((n_det, 3), np.float32)
     alone[0] = 10.0
     assert np.all(coherent_energy_bound(alone) == 0.0)
     # a coherent signal, the same amplitude in every detector at every delay: Ec reaches
-    # (n - 1) / n of Eo for aligned detectors, within the bound's pair term n (n - 1) a^2
+    # (n - 1) / n of Eo = (n - 1) a^2 for aligned detectors, within the bound's pair term n (n - 1) a^2 / 2
+    # (equal to it for two)
     same = np.ones((n_det, 1, 2 * n_delay + 1), np.complex64) * (3 + 4j)
     b = coherent_energy_bound(np.abs(same).max(axis=2))
-    assert b[0] == pytest.approx(min(n_det, n_det * (n_det - 1)) * 25.0, rel=2e-5)
+    assert b[0] == pytest.approx(min(n_det, n_det * (n_det - 1) / 2) * 25.0, rel=2e-5)
 
 
 def test_skyloop_float32_inputs_keep_float64_accuracy():

@@ -101,18 +101,21 @@ def coherent_energy_bound(peak: np.ndarray) -> np.ndarray:
     """Per pixel, an upper bound on its coherent energy ``L_j - sum_i P_ii e_ij`` at every direction,
     from ``peak`` ``(N, P)``: each detector's largest ``|a_ij|`` over the delays (host, any float).
 
-    The DPF likelihood is ``a^T P a`` with ``P`` the projector on the (regulated) signal plane, whose
-    eigenvalues lie in ``[0, 1]``; so the coherent part is at most ``a^T P a <= E_j`` and, as
-    ``|P_ik| <= sqrt(P_ii P_kk) <= 1``, at most ``sum_{i != k} |a_i| |a_k|``.  The smaller of the two,
-    with each ``|a_i|`` at its largest over the delays, holds for every direction; it is widened by
-    1e-5 of itself so that float32 amplitudes cannot put it under the float64 sums.  A cluster's
-    ``rho^2 <= Ec / 2`` (:func:`gwbatch.burst.chunk.network_measures`) is then at most half the
-    sum over its pixels: the sky loop can be skipped for clusters whose sum is below ``2 rho_min^2``.
-    The pair term is what prunes: noise clusters whose energy sits in one detector have little.
+    The DPF likelihood is ``a^T P a`` with ``P`` symmetric, eigenvalues in ``[0, 1]`` (the projector
+    on the signal plane, its second direction scaled down by the regulator).  So the coherent part
+    ``sum_{i != k} P_ik Re(a_i conj(a_k))`` is at most ``a^T P a <= E_j``; and as ``P^2 <= P``,
+    ``sum_k P_ik^2 <= P_ii``, so ``P_ik^2 <= P_ii (1 - P_ii) <= 1/4``: it is also at most
+    ``sum_{i < k} |a_i| |a_k|`` (tight for two aligned detectors seeing the same amplitude).  The
+    smaller of the two, with each ``|a_i|`` at its largest over the delays, holds for every
+    direction; it is widened by 1e-5 of itself so that float32 amplitudes cannot put it under the
+    float64 sums.  A cluster's ``rho^2 <= Ec / 2`` (:func:`gwbatch.burst.chunk.network_measures`) is
+    then at most half the sum over its pixels: the sky loop can be skipped for clusters whose sum is
+    below ``2 rho_min^2``.  The pair term is what prunes: noise clusters whose energy sits in one
+    detector have little.
     """
     peak = np.asarray(peak, np.float64)
     energy = np.sum(peak * peak, axis=0)
-    pairs = np.sum(peak, axis=0) ** 2 - energy
+    pairs = 0.5 * (np.sum(peak, axis=0) ** 2 - energy)
     return np.minimum(energy, np.maximum(pairs, 0.0)) * (1.0 + 1e-5)
 
 
