@@ -300,12 +300,12 @@ class SpiirSearch:
         def measure(item):
             epoch, ifo = item
             try:
-                measured = store_psd(context.store, ifo, start=epoch.start, seconds=settings.psd_seconds,
-                                     segment=cond.psd_segment, dq_required=context.dq_required,
-                                     zero_gap=context.zero_gap, excluded=context.excluded)
+                raw = store_psd(context.store, ifo, start=epoch.start, seconds=settings.psd_seconds,
+                                segment=cond.psd_segment, dq_required=context.dq_required,
+                                zero_gap=context.zero_gap, excluded=context.excluded)
             except DataError as exc:
                 return exc
-            return effective_psd(measured, fs, int(round(cond.filter_duration * fs)), cond.f_low, cond.f_high)
+            return effective_psd(raw, fs, int(round(cond.filter_duration * fs)), cond.f_low, cond.f_high)
 
         items = [(epoch, ifo) for epoch in epochs for ifo in settings.ifos]
         with ThreadPoolExecutor(max_workers=max(1, min(context.threads, len(items)))) as pool:
