@@ -185,6 +185,21 @@ def test_delayed_amplitudes():
                 assert np.abs(got[:, n_delay] - later).max() < 1e-4 * scale  # measured <= 1.9e-7
 
 
+def test_delayed_amplitudes_of_pixels_sharing_frames_and_bins_are_each_pixels_own():
+    """Pixels that share a frame (a cluster's bins) or a bin (its frames) share transforms; each row
+    is still exactly the amplitude of its pixel computed alone, in any order."""
+    rng = np.random.default_rng(9)
+    x_up = upsample(rng.normal(size=4096).astype(np.float32))
+    res = resolutions(FS, [16], 32.0, 480.0)[0]
+    frames = np.array([5, 5, 5, 9, 9, 200, 5, 0, 255])
+    bins = np.array([res.k_lo, res.k_lo + 1, res.k_hi, res.k_lo, res.k_hi, res.k_lo + 1, res.k_lo, res.k_hi, res.k_lo])
+    together = delayed_amplitudes(x_up, res, frames, bins, 3 * res.hop, 6)
+    alone = np.concatenate([delayed_amplitudes(x_up, res, frames[p:p + 1], bins[p:p + 1], 3 * res.hop, 6)
+                            for p in range(frames.size)])
+    assert np.array_equal(together, alone)
+    assert np.array_equal(together[0], together[6]) and not np.array_equal(together[0], together[1])
+
+
 # ---------------------------------------------------------------------------------------------
 # clusters and thresholds
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gwbatch._xp import array_namespace
+from gwbatch._xp import array_namespace, to_host
 from gwbatch.burst.tfmap import Resolution, window
 
 #: Delays are computed on a grid this many times finer than the data (cWB builds them at 4x).
@@ -45,19 +45,33 @@ def delay_range(max_delay: float, sample_rate: float) -> int:
 def delayed_amplitudes(x_up, res: Resolution, frames, bins, shift: int, n_delay: int):
     """``v`` (``(P, 2 D + 1)`` complex64) for the pixels ``(frames[p], bins[p])`` of resolution
     ``res`` (bins absolute), on the upsampled circular series ``x_up``, the detector's frames moved
-    by ``shift`` samples (a lag), delays ``-D..D`` quarter samples (``D = n_delay``)."""
+    by ``shift`` samples (a lag), delays ``-D..D`` quarter samples (``D = n_delay``).
+
+    The correlation is a product of spectra: the data segment's depends on the frame only and the
+    kernel's on the bin only.  On the host each is transformed once for the pixels that share it (a
+    cluster holds several bins of a frame, and a lag's pixels a few dozen bins of each resolution);
+    the values are the same, bit for bit, as those of one transform per pixel, which a GPU does."""
     xp = array_namespace(x_up)
-    frames = xp.asarray(frames, dtype=xp.int64)
-    bins = xp.asarray(bins, dtype=xp.int64)
     n_up = int(x_up.shape[0])
     q, length, n_lag = UPSAMPLE, res.length, 2 * n_delay + 1
     span = q * (length - 1) + n_lag
     n_fft = 1 << int(np.ceil(np.log2(span)))
-    start = q * (frames * res.hop + shift) - n_delay
+    frames = np.asarray(to_host(frames), dtype=np.int64)
+    bins = np.asarray(to_host(bins), dtype=np.int64)
+    if xp is np:  # on the host the transforms are the cost: pixels that share a frame or a bin share them
+        frame_of, which_frame = np.unique(frames, return_inverse=True)
+        bin_of, which_bin = np.unique(bins, return_inverse=True)
+        which_frame, which_bin = which_frame.ravel(), which_bin.ravel()
+    else:  # on a GPU one batched transform per pixel is cheaper than gathering shared ones (RESULTS.md)
+        frame_of, bin_of, which_frame, which_bin = frames, bins, slice(None), slice(None)
+    frame_of, bin_of = xp.asarray(frame_of), xp.asarray(bin_of)
+    start = q * (frame_of * res.hop + shift) - n_delay
     segment = x_up[(start[:, None] + xp.arange(span)[None, :]) % n_up]
-    kernel = xp.zeros((frames.shape[0], n_fft), dtype=xp.complex64)
+    kernel = xp.zeros((bin_of.shape[0], n_fft), dtype=xp.complex64)
     n = xp.arange(length)
     w = xp.asarray(window(length), dtype=xp.float32)
-    kernel[:, q * n] = w[None, :] * xp.exp(-2j * np.pi * bins[:, None].astype(xp.float64) * n[None, :] / length)
-    corr = xp.fft.ifft(xp.fft.fft(segment, n_fft, axis=1) * xp.conj(xp.fft.fft(xp.conj(kernel), axis=1)), axis=1)
+    kernel[:, q * n] = w[None, :] * xp.exp(-2j * np.pi * bin_of[:, None].astype(xp.float64) * n[None, :] / length)
+    data = xp.fft.fft(segment, n_fft, axis=1)
+    matched = xp.conj(xp.fft.fft(xp.conj(kernel), axis=1))
+    corr = xp.fft.ifft(data[which_frame] * matched[which_bin], axis=1)
     return (corr[:, :n_lag] * np.float32(np.sqrt(2.0))).astype(xp.complex64)
