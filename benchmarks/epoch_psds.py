@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gwbatch.config.loading import load_run  # noqa: E402
 from gwbatch.io.store import read_meta  # noqa: E402
 from gwbatch.searches import get_search  # noqa: E402
-from gwbatch.spiir.epochs import plan_epochs  # noqa: E402
 from workflow.plan import member_plan  # noqa: E402
 from workflow.prepare import prepare_context  # noqa: E402
 
@@ -40,11 +39,12 @@ def main(argv=None) -> int:
     plan = member_plan(args.member, campaign, meta)
     settings = plan.settings
     context = prepare_context(plan, meta, Path("."), None, progress=False)
-    epochs = plan_epochs(context.chunks, settings.psd_epoch if settings.psd == "data" else None, settings.sample_rate)
+    search = get_search("spiir")
+    epochs = search.psd_epochs(settings, context.chunks)
     first = None
     for threads in args.threads:
         started = time.perf_counter()
-        psds = get_search("spiir").epoch_psds(settings, dataclasses.replace(context, threads=threads), epochs)
+        psds = search.epoch_psds(settings, dataclasses.replace(context, threads=threads), epochs)
         seconds = time.perf_counter() - started
         values = [None if p[ifo] is None else p[ifo].values for p in psds for ifo in settings.ifos]
         first = values if first is None else first

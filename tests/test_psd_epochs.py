@@ -201,7 +201,7 @@ def test_epoch_psds_in_threads_equal_those_made_one_by_one_and_name_epochs_witho
     plan = member_plan("", campaign, meta)
     settings, search = plan.settings, get_search("spiir")
     context = prepare_context(plan, meta, tmp_path / "out", None, progress=False)
-    epochs = plan_epochs(context.chunks, settings.psd_epoch, settings.sample_rate)
+    epochs = search.psd_epochs(settings, context.chunks)
     assert len(epochs) == 2
 
     def fingerprints(psds):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gwbatch._xp import array_namespace, to_host
+from gwbatch._xp import array_namespace
 from gwbatch.burst.tfmap import Resolution, window
 
 #: Delays are computed on a grid this many times finer than the data (cWB builds them at 4x).
@@ -56,15 +56,13 @@ def delayed_amplitudes(x_up, res: Resolution, frames, bins, shift: int, n_delay:
     q, length, n_lag = UPSAMPLE, res.length, 2 * n_delay + 1
     span = q * (length - 1) + n_lag
     n_fft = 1 << int(np.ceil(np.log2(span)))
-    frames = np.asarray(to_host(frames), dtype=np.int64)
-    bins = np.asarray(to_host(bins), dtype=np.int64)
     if xp is np:  # on the host the transforms are the cost: pixels that share a frame or a bin share them
-        frame_of, which_frame = np.unique(frames, return_inverse=True)
-        bin_of, which_bin = np.unique(bins, return_inverse=True)
+        frame_of, which_frame = np.unique(np.asarray(frames, dtype=np.int64), return_inverse=True)
+        bin_of, which_bin = np.unique(np.asarray(bins, dtype=np.int64), return_inverse=True)
         which_frame, which_bin = which_frame.ravel(), which_bin.ravel()
     else:  # on a GPU one batched transform per pixel is cheaper than gathering shared ones (RESULTS.md)
-        frame_of, bin_of, which_frame, which_bin = frames, bins, slice(None), slice(None)
-    frame_of, bin_of = xp.asarray(frame_of), xp.asarray(bin_of)
+        frame_of, bin_of = xp.asarray(frames, dtype=xp.int64), xp.asarray(bins, dtype=xp.int64)
+        which_frame = which_bin = slice(None)
     start = q * (frame_of * res.hop + shift) - n_delay
     segment = x_up[(start[:, None] + xp.arange(span)[None, :]) % n_up]
     kernel = xp.zeros((bin_of.shape[0], n_fft), dtype=xp.complex64)

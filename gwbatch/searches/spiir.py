@@ -287,6 +287,11 @@ class SpiirSearch:
     def memory_knobs(self, settings: SpiirSettings) -> dict:
         return {"search.batch": MemoryKnob(settings.batch, lambda batch: replace(settings, batch=batch))}
 
+    def psd_epochs(self, settings: SpiirSettings, chunks) -> list[Epoch]:
+        """The plan's ``chunks`` grouped into PSD epochs of ``psd_epoch`` seconds with ``psd: data``,
+        else one (:func:`gwbatch.spiir.epochs.plan_epochs`)."""
+        return plan_epochs(chunks, settings.psd_epoch if settings.psd == "data" else None, settings.sample_rate)
+
     def epoch_psds(self, settings: SpiirSettings, context: PrepareContext, epochs: list[Epoch]) -> list[dict]:
         """Per PSD epoch, the PSD each detector's bank would be built for: measured from the store's
         first ``psd_seconds`` of the epoch as the chunks will whiten it (None where too little of
@@ -333,7 +338,7 @@ class SpiirSearch:
         for (:class:`gwbatch.spiir.epochs.Sharing`), the loss judged from bank ``cfg``'s ``f_low`` over
         the span of its ``templates``."""
         fs = settings.sample_rate
-        epochs = plan_epochs(context.chunks, settings.psd_epoch if settings.psd == "data" else None, fs)
+        epochs = self.psd_epochs(settings, context.chunks)
         psds = self.epoch_psds(settings, context, epochs)
         cutoffs = template_cutoffs(np.array([isco_frequency(t.mass1, t.mass2) for t in templates]), fs)
 
