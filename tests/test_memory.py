@@ -3,6 +3,8 @@ setting to change; the suggested setting fits."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import yaml
 
@@ -201,3 +203,30 @@ def test_radio_work_counts_the_measured_boxcar_sigma(small_filterbank):
 def test_radio_dm_batch_refuses_other_words(small_filterbank):
     with pytest.raises(Exception, match="dm_batch"):
         radio_plan(small_filterbank, dm_batch="all")
+
+
+def test_spiir_batch_auto_is_sized_to_cpu_and_gpu_workers(small_store):
+    """``search.batch: auto`` (the default): the most templates per pass, up to 256, whose task fits
+    70% of a CPU worker's memory limit or of a GPU worker's GPU, so a long chunk runs with fewer
+    templates a pass instead of being refused; the coherent stage's batch follows; a number is kept."""
+    from workflow.memory import DEVICE, HOST, fit_memory, memory_need
+    from gwbatch.searches import get_search
+
+    c = campaign(small_store, kind="spiir", bank="configs/banks/bbh-small.yaml")
+    plan = make_plan(c, read_meta(small_store))
+    assert plan.settings.batch == 256 and plan.settings.batch_auto
+    search = get_search("spiir")
+    assert fit_memory({"": plan}, WorkerMemory(host=64 * GiB, device=None))[""].settings.batch == 256
+    for part, gpu, room in ((HOST, False, 100), (DEVICE, True, 40)):  # memory for exactly `room` templates a pass
+        limit = int(memory_need(search, replace(plan.settings, batch=room), plan.read_samples, 2, gpu)[part] / USABLE) + 1
+        have = WorkerMemory(host=limit if not gpu else 64 * GiB, device=limit if gpu else None)
+        fitted = fit_memory({"": plan}, have)[""].settings
+        assert fitted.batch == room and fitted.coherent.batch == room
+        check_memory({"": replace(plan, settings=fitted)}, have)
+    fixed = make_plan(campaign(small_store, kind="spiir", bank="configs/banks/bbh-small.yaml", batch=256),
+                      read_meta(small_store))
+    small = WorkerMemory(host=int(memory_need(search, replace(fixed.settings, batch=100), fixed.read_samples, 2,
+                                              False)[HOST] / USABLE) + 1, device=None)
+    assert fit_memory({"": fixed}, small)[""].settings.batch == 256  # a number is the user's: refused instead
+    with pytest.raises(ConfigError, match=r"search\.batch \(256\) to about 100\b"):
+        check_memory({"": fixed}, small)

@@ -138,24 +138,27 @@ def check_memory(plans: dict[str, object], have: WorkerMemory) -> None:
 
 def fit_memory(plans: dict[str, Plan], have: WorkerMemory) -> dict[str, Plan]:
     """The plans with their searches' ``auto`` memory settings sized
-    (:class:`gwbatch.searches.base.MemoryKnob`): on GPU workers, each the largest value up to its
-    ``auto_upto`` whose task fits :data:`USABLE` of the GPU's memory alone.  A worker runs two tasks
-    at once only where they fit together (:class:`Ledger`), so a setting sized for one task never
-    waits for less than the whole GPU.  CPU workers, and settings that do not fit even at 1
+    (:class:`gwbatch.searches.base.MemoryKnob`): each the largest value up to its ``auto_upto``
+    whose task fits :data:`USABLE` of a GPU worker's GPU memory alone, or, for knobs sized
+    ``on_cpu``, of a CPU worker's memory limit.  A worker runs two tasks at once only where they fit
+    together (:class:`Ledger`), so a setting sized for one task never waits for less than the whole
+    memory.  Other knobs on CPU workers, and settings that do not fit even at 1
     (:func:`check_memory` then says what to change), keep the search's value."""
-    if have.device is None:
+    gpu = have.device is not None
+    part, limit, what = (DEVICE, have.device, "GPU memory") if gpu else (HOST, have.host, "memory limit")
+    if limit is None:
         return plans
-    share = USABLE * have.device
+    share = USABLE * limit
     out = {}
     for name, plan in plans.items():
         search, settings = get_search(plan.search), plan.settings
         for key, knob in search.memory_knobs(settings).items():
-            if knob.auto_upto is None:
+            if knob.auto_upto is None or not (gpu or knob.on_cpu):
                 continue
-            value = _largest(lambda v: plan_need(plan, knob.with_value(v), True)[DEVICE] <= share, knob.auto_upto + 1)
+            value = _largest(lambda v: plan_need(plan, knob.with_value(v), gpu)[part] <= share, knob.auto_upto + 1)
             if value:
                 settings = knob.with_value(value)
-                log.info("%s: %s auto: %d (a task's usable GPU memory: %.1f GiB)", name or plan.search, key, value,
+                log.info("%s: %s auto: %d (a task's usable %s: %.1f GiB)", name or plan.search, key, value, what,
                          share / GiB)
         out[name] = plan if settings is plan.settings else replace(plan, settings=settings)
     return out

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gwbatch.background import REACH_SLIDES, check_slides, most_slides
+from gwbatch.background import AUTO_SLIDES, REACH_SLIDES, check_slides, most_slides
 from gwbatch.background.far import SECONDS_PER_YEAR
 from gwbatch.conditioning import ConditioningSettings
 from gwbatch.conditioning.psd import MIN_SEGMENTS
 from gwbatch.config import Campaign, physical_bounds
+from gwbatch.config.schema import DEFAULT_CHUNK, DEFAULT_SLIDE_STEP
 from gwbatch.detectors import get_detector, known_detectors, light_travel_time
 from gwbatch.errors import ConfigError, DataError
 from gwbatch.gpstime import GPSTime, time_to_index
@@ -57,7 +58,7 @@ class Plan:
     n_slides: int
     deep_slides: int  # background.deep_slides, ``auto`` resolved (:func:`deep_slides`); 0 without slides
     slide_step: float
-    chunk_seconds: float  # plan.chunk as configured
+    chunk_seconds: float  # plan.chunk, ``auto`` resolved (:func:`resolve_spacing`)
     settings: object  # the search's frozen settings (gwbatch.searches.base.Search.settings)
     conditioning: ConditioningSettings
     dq_required: int  # DQ bits a second needs to be science
@@ -97,14 +98,15 @@ class Plan:
             f"store      {self.store}: {', '.join(self.ifos)} at {fs:g} Hz",
             f"span       GPS {t0_float + self.span_start / fs:.6f} .. {t0_float + self.span_stop / fs:.6f}"
             f" ({(self.span_stop - self.span_start) / fs:g} s, samples {self.span_start}..{self.span_stop})",
-            f"chunks     {len(self.chunks)} tasks; halo {self.halo_before / fs:g} s before, {self.halo_after / fs:g} s after",
+            f"chunks     {len(self.chunks)} tasks of {self._chunk_lengths()} s; halo {self.halo_before / fs:g} s before, "
+            f"{self.halo_after / fs:g} s after",
             f"slides     {self.n_slides} x {self.slide_step:g} s (zero lag excluded from background)"
             + (f", and {self.deep_slides} deep ones" if self.deep_slides else ""),
             *self._reach_lines(),
             *self._segment_lines(),
             f"memory     per task ~{self.task_memory_bytes / 2**20:.0f} MiB on a CPU worker, or"
             f" ~{(self.task_memory_bytes - self.task_device_bytes) / 2**20:.0f} MiB host +"
-            f" ~{self.task_device_bytes / 2**20:.0f} MiB GPU on a GPU worker",
+            f" ~{self.task_device_bytes / 2**20:.0f} MiB GPU on a GPU worker" + self._auto_knobs(),
             "chunk  own GPS span                              own samples            read samples",
         ]
         for c in self.chunks:
@@ -114,6 +116,14 @@ class Plan:
             )
         return "\n".join(lines)
 
+    def _chunk_lengths(self) -> str:
+        own = [(c.stop - c.start) / self.sample_rate for c in self.chunks]
+        return f"{min(own):.6g}" if min(own) == max(own) else f"{min(own):.6g}-{max(own):.6g}"
+
+    def _auto_knobs(self) -> str:
+        knobs = get_search(self.search).memory_knobs(self.settings)
+        auto = [f"{key} {knob.value}" for key, knob in knobs.items() if knob.auto_upto is not None]
+        return f" (at {', '.join(auto)}: auto, sized to the workers' memory when the run starts)" if auto else ""
 
     def _reach_lines(self) -> list[str]:
         """The counted IFAR the slides can state at most: every slide's livetime is at most the span's,
@@ -212,7 +222,7 @@ def task_memory(search, settings, read_samples: int, n_ifos: int) -> tuple[int, 
 def deep_slides(campaign: Campaign, search, n_ifos: int, n_slides: int, ring: float, reach: float) -> int:
     """``background.deep_slides`` as a number: as set, or for ``auto`` (searches whose deep slides
     are cheap, :attr:`~gwbatch.searches.base.Search.auto_deep_slides`) the slides up to
-    :data:`~gwbatch.background.REACH_SLIDES` in all, as many as the ring of ``ring`` s holds
+    :data:`~gwbatch.background.AUTO_SLIDES` in all, as many as the ring of ``ring`` s holds
     (:func:`~gwbatch.background.most_slides`); 0 without slides."""
     asked = campaign.background.deep_slides
     if not n_slides:
@@ -222,7 +232,50 @@ def deep_slides(campaign: Campaign, search, n_ifos: int, n_slides: int, ring: fl
     if not search.auto_deep_slides:
         return 0
     fits = most_slides(n_ifos, campaign.background.slide_step, ring, reach)
-    return max(min(REACH_SLIDES, fits) - n_slides, 0)
+    return max(min(AUTO_SLIDES, fits) - n_slides, 0)
+
+
+#: ``auto`` slide steps are whole multiples of this (s).
+STEP_GRAIN = 0.01
+#: ``auto`` chunks are whole multiples of this (s).
+CHUNK_GRAIN = 16.0
+#: The shortest chunk :func:`chunk_edges` makes of a span at least ``plan.chunk`` long, as a
+#: fraction of ``plan.chunk`` (a span of 1.5-2 chunks is cut in two).
+SHORTEST_CHUNK = 0.75
+
+
+def coincidence_reach(campaign: Campaign, search, settings, travel: np.ndarray) -> float:
+    """How far apart (s) one event's detector times can be: light travel, window and both triggers'
+    timing uncertainties; slides must move detectors by more than twice this."""
+    return float(travel.max()) + campaign.coincidence.window + 2.0 * search.max_uncertainty(settings)
+
+
+def resolve_spacing(campaign: Campaign, search, ifos: tuple[str, ...], fs: float, layout) -> Campaign:
+    """The campaign with ``background.slide_step`` and ``plan.chunk`` as numbers.
+
+    ``auto`` is :data:`~gwbatch.config.schema.DEFAULT_SLIDE_STEP` and
+    :data:`~gwbatch.config.schema.DEFAULT_CHUNK`, except for a search whose trials wrap within its
+    chunks and whose ``deep_slides`` is ``auto`` (SPIIR), whose counted reach is bounded by one
+    chunk: there the step is the next multiple of :data:`STEP_GRAIN` above twice the coincidence
+    reach (the shortest that keeps trials independent, :func:`~gwbatch.background.check_slides`),
+    and the chunk is long enough that every chunk of a longer span holds
+    :data:`~gwbatch.background.AUTO_SLIDES` trials at that step (10^4 yr per 30 days by counting;
+    docs/decisions.md, "Deep trials")."""
+    bg, plan = campaign.background, campaign.plan
+    step = DEFAULT_SLIDE_STEP if bg.slide_step == "auto" else bg.slide_step
+    chunk = DEFAULT_CHUNK if plan.chunk == "auto" else plan.chunk
+    sized = (bg.deep_slides == "auto" and search.slides_in_chunks and search.auto_deep_slides and bg.slides > 0
+             and campaign.coincidence.min_ifos > 1 and len(ifos) > 1)
+    if sized and "auto" in (bg.slide_step, plan.chunk):
+        provisional = campaign.model_copy(update={"background": bg.model_copy(update={"slide_step": step})})
+        reach = coincidence_reach(campaign, search, search.settings(provisional, fs, ifos, layout), travel_matrix(ifos))
+        if bg.slide_step == "auto":
+            step = round(float(np.floor(2.0 * reach / STEP_GRAIN) + 1) * STEP_GRAIN, 6)
+        if plan.chunk == "auto":
+            ring = (len(ifos) - 1) * AUTO_SLIDES * step + 2.0 * reach + 1.0 / fs  # check_slides' bound, strictly
+            chunk = float(np.ceil(ring / SHORTEST_CHUNK / CHUNK_GRAIN) * CHUNK_GRAIN)
+    return campaign.model_copy(update={"background": bg.model_copy(update={"slide_step": step}),
+                                       "plan": plan.model_copy(update={"chunk": chunk})})
 
 
 def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
@@ -235,6 +288,7 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     ifos = _ifos(campaign, meta)
     meta.dq_mask(campaign.data.dq_flags)  # unknown DQ flag names fail here, before any work
     span_start, span_stop = _span(campaign, meta)
+    campaign = resolve_spacing(campaign, search, ifos, fs, meta.layout)
     settings = search.settings(campaign, fs, ifos, meta.layout)
     before, after = search.halo(settings)
     chunk = int(round(campaign.plan.chunk * fs))
@@ -256,7 +310,7 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     ring = ring_length(span_start, span_stop, after, fs)
     if search.slides_in_chunks:  # trials wrap within each chunk's own samples
         ring = float(np.diff(edges).min()) / fs
-    reach = float(travel.max()) + campaign.coincidence.window + 2.0 * search.max_uncertainty(settings)
+    reach = coincidence_reach(campaign, search, settings, travel)
     n_slides = campaign.background.slides if (campaign.coincidence.min_ifos > 1 and len(ifos) > 1) else 0
     deep = deep_slides(campaign, search, len(ifos), n_slides, ring, reach)
     if campaign.background.deep_slides == "auto":  # the search's settings carry the number

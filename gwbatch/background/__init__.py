@@ -47,6 +47,10 @@ class BackgroundResult:
 #: Slides (base and deep) whose counted reach is an IFAR of 10^4 yr per 30 days: every slide's
 #: livetime is the zero lag's, so the background time is this many times the data's, whatever its length.
 REACH_SLIDES = 121_750
+#: The slides ``deep_slides: auto`` aims for: :data:`REACH_SLIDES` and 2.7% more, since 121750
+#: slides of exactly 30 days are exactly 10^4 Julian years and any livetime lost (chunk edges,
+#: gates, vetoes; up to 18 hours of 30 days) would leave the reach just short of it.
+AUTO_SLIDES = 125_000
 
 
 def most_slides(n_ifos: int, step: float, ring: float, coincidence_reach: float) -> int:

@@ -34,10 +34,11 @@ def physical_bounds(campaign: Campaign, sample_rate: float) -> None:
             raise ConfigError(f"conditioning.filter_duration ({cond.filter_duration:g} s) is "
                               f"{cond.filter_duration * fs:.3g} samples at {fs:g} Hz; it must be at least "
                               f"{MIN_FILTER_SAMPLES} samples ({MIN_FILTER_SAMPLES / fs:g} s)")
-    for key, seconds in (("plan.chunk", campaign.plan.chunk), ("data.duration", campaign.data.duration)):
+    chunk = None if campaign.plan.chunk == "auto" else campaign.plan.chunk  # auto: sized by the plan
+    for key, seconds in (("plan.chunk", chunk), ("data.duration", campaign.data.duration)):
         if seconds is not None and seconds * fs < 1:
             raise ConfigError(f"{key} ({seconds:g} s) is shorter than one sample at {fs:g} Hz (at least {1 / fs:g} s)")
-    for key, seconds in (("plan.chunk", campaign.plan.chunk), ("data.duration", campaign.data.duration),
+    for key, seconds in (("plan.chunk", chunk), ("data.duration", campaign.data.duration),
                          ("data.start", campaign.data.start)):
         if seconds is not None and seconds * fs > MAX_SAMPLES:
             raise ConfigError(f"{key} ({seconds:g} s) is {seconds * fs:.3g} samples at {fs:g} Hz, more than a sample "

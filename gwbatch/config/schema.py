@@ -274,15 +274,24 @@ class CoincidenceConfig(StrictModel):
     cluster_window: float = Field(0.1, gt=0, le=3600, description="keep the loudest candidate within this many seconds")
 
 
+#: ``background.slide_step`` and ``plan.chunk`` (s) where ``auto`` does not size them for the reach
+#: (:func:`workflow.plan.resolve_spacing`).
+DEFAULT_SLIDE_STEP = 1.0
+DEFAULT_CHUNK = 128.0
+
+
 class BackgroundConfig(StrictModel):
     slides: int = Field(100, ge=0, le=100_000, description="number of time slides (zero lag excluded)")
-    slide_step: float = Field(1.0, gt=0, le=86400, description="shift step (s); detector j moves by k·step·j in slide k")
+    slide_step: Annotated[float, Field(gt=0, le=86400)] | Literal["auto"] = Field("auto", description=(
+        "shift step (s); detector j moves by k·step·j in slide k. auto (the default): 1 s, except for a search "
+        "whose trials wrap within its chunks and whose deep_slides is auto (spiir): the shortest step that keeps "
+        "its trials independent, the next 0.01 s above twice the coincidence reach"))
     deep_slides: Annotated[int, Field(ge=0, le=10_000_000)] | Literal["auto"] = Field("auto", description=(
         "further slides after `slides` that keep only background events ranked at or above the base background's "
         "tail-fit threshold: a deep background for the loud candidates (pulse: slides of the whole span; spiir: "
         "coherent trials within each chunk, a few reads each where the network SNR cannot reach the cut, up to "
         "plan.chunk / slide_step of them; burst: lags within each chunk, each as dear as a base one). auto (the "
-        "default): pulse and spiir run as many as reach an IFAR of 1e4 yr per 30 days by counting (121750 slides "
+        "default): pulse and spiir run as many as reach an IFAR of 1e4 yr per 30 days by counting (125000 slides "
         "in all), "
         "or as many as the span (pulse) or the shortest chunk (spiir) holds; burst runs none"))
     far_tail: int = Field(100, ge=0, le=10_000_000, description=(
@@ -298,7 +307,10 @@ class BackgroundConfig(StrictModel):
 
 
 class PlanConfig(StrictModel):
-    chunk: Seconds = Field(128.0, description="seconds of data each task owns (plus halos); at most four years")
+    chunk: Seconds | Literal["auto"] = Field("auto", description=(
+        "seconds of data each task owns (plus halos); at most four years. auto (the default): 128 s, except for a "
+        "search whose trials wrap within its chunks and whose deep_slides is auto (spiir): chunks that each hold "
+        "the trials of an IFAR of 1e4 yr per 30 days (125000) at background.slide_step"))
 
 
 JOBQUEUE_KINDS = ("slurm", "pbs", "htcondor")

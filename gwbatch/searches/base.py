@@ -34,6 +34,7 @@ from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from gwbatch.config.schema import DEFAULT_SLIDE_STEP
 from gwbatch.errors import DataError
 from gwbatch.io.store import SampleLayout
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
@@ -64,7 +65,8 @@ class NetworkSettings:
         coinc, bg = campaign.coincidence, campaign.background
         slides = bg.slides if (coinc.min_ifos > 1 and n_ifos > 1) else 0
         deep = bg.deep_slides if slides and bg.deep_slides != "auto" else 0  # auto: sized by the plan
-        return cls(coinc.min_ifos, coinc.window, coinc.cluster_window, slides, bg.slide_step, bg.far_tail,
+        step = DEFAULT_SLIDE_STEP if bg.slide_step == "auto" else bg.slide_step  # auto: sized by the plan
+        return cls(coinc.min_ifos, coinc.window, coinc.cluster_window, slides, step, bg.far_tail,
                    bg.hierarchical_removal, deep)
 
 
@@ -74,11 +76,12 @@ class MemoryKnob:
     the settings with another value.  With ``auto_upto`` the setting is ``auto``: on GPU workers the
     workflow sizes it, once the workers are known, to the largest value up to ``auto_upto`` whose
     task fits the GPU's usable memory (:func:`workflow.memory.fit_memory`); CPU workers keep
-    ``value``."""
+    ``value``, or with ``on_cpu`` get the largest whose task fits their memory limit."""
 
     value: int
     with_value: Callable[[int], Any]
     auto_upto: int | None = None
+    on_cpu: bool = False
 
 
 @dataclass(frozen=True)

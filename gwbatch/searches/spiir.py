@@ -25,7 +25,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -63,6 +63,8 @@ TRIGGER_COLUMNS = {
 }
 #: Timing uncertainty of a SPIIR trigger or event (s): the peak is good to a sample or two.
 TIMING = 1e-3
+#: ``search.batch: auto``: templates per pass where the workers' memory allows.
+AUTO_BATCH = 256
 #: Extra halo after a chunk for the coherent stage (s): arrival delays between detectors (up to
 #: ~40 ms), merger delays of the filters (under 30 ms) and the chi-squared lags.
 COHERENT_HALO = 0.25
@@ -113,7 +115,9 @@ class SpiirSearchConfig(StrictModel):
                     "epoch's PSD; beyond it the epoch gets a bank of its own")
     threshold: Snr = Field(5.5, description="single-detector |z| threshold")
     cluster_window: float = Field(0.1, gt=0, le=3600, description="keep the loudest trigger within this many seconds")
-    batch: int = Field(256, ge=1, le=65536, description="templates filtered per pass")
+    batch: Annotated[int, Field(ge=1, le=65536)] | Literal["auto"] = Field(
+        "auto", description=f"templates filtered per pass. auto (the default): the most, up to {AUTO_BATCH}, whose task "
+                            "fits a worker's memory (its GPU's on a GPU worker, its memory limit on a CPU worker)")
     bank_cache: Path | None = Field(
         None, description="directory of placed templates and built banks, by configuration, templates and PSD (a "
                           "bank serves PSDs within 1e-6 of its own); default <output>/banks. Campaigns that name "
@@ -153,6 +157,7 @@ class SpiirSettings:
     threshold: float  # single-detector |z|
     cluster_window: float  # s
     batch: int  # templates per pass
+    batch_auto: bool  # search.batch auto: sized to the workers' memory (memory_knobs), at most AUTO_BATCH
     warm: int  # samples the filters run from rest before their output counts: the longest template
     tail: int  # samples after the chunk's own the multi-rate ladder's FIRs need (0 single-rate)
     autocorrelation_lags: int
@@ -231,19 +236,21 @@ class SpiirSearch:
         require_strain(self.kind, layout)
         search, network = campaign.search, NetworkSettings.of(campaign, len(ifos))
         bank = load_bank_config(search.bank)
+        batch = AUTO_BATCH if search.batch == "auto" else search.batch
         coherent = CoherentSettings(
             n_trials=network.slides, step=int(round(network.slide_step * sample_rate)),
             cluster=network.cluster_window * sample_rate, candidate_window=search.cluster_window * sample_rate,
             sky_order=search.coherent.sky_order, skymap_threshold=search.coherent.skymap_threshold,
             temperature=search.coherent.skymap_temperature, ifo_snr=search.coherent.ifo_snr,
-            min_ifos=network.min_ifos, batch=search.batch, n_deep=network.deep_slides, deep_tail=network.far_tail,
+            min_ifos=network.min_ifos, batch=batch, n_deep=network.deep_slides, deep_tail=network.far_tail,
         )
         return SpiirSettings(
             sample_rate=sample_rate, ifos=tuple(ifos), bank=str(search.bank), placement_psd=search.placement_psd,
             psd=search.psd, psd_seconds=search.psd_seconds, psd_epoch=search.psd_epoch,
             psd_tolerance=search.psd_tolerance,
             bank_cache=None if search.bank_cache is None else str(search.bank_cache),
-            threshold=search.threshold, cluster_window=search.cluster_window, batch=search.batch,
+            threshold=search.threshold, cluster_window=search.cluster_window, batch=batch,
+            batch_auto=search.batch == "auto",
             warm=int(np.ceil(longest_template(bank) * sample_rate)), tail=multirate_tail(bank),
             autocorrelation_lags=bank.spiir.autocorrelation_lags, coherent=coherent,
             conditioning=campaign.conditioning.settings(), network=network,
@@ -285,7 +292,11 @@ class SpiirSearch:
         return read_samples * len(settings.ifos) * 100.0 * (1 + settings.network.slides / 100)
 
     def memory_knobs(self, settings: SpiirSettings) -> dict:
-        return {"search.batch": MemoryKnob(settings.batch, lambda batch: replace(settings, batch=batch))}
+        def with_batch(batch: int) -> SpiirSettings:
+            return replace(settings, batch=batch, coherent=replace(settings.coherent, batch=batch))
+
+        return {"search.batch": MemoryKnob(settings.batch, with_batch, AUTO_BATCH if settings.batch_auto else None,
+                                           on_cpu=True)}
 
     def psd_epochs(self, settings: SpiirSettings, chunks) -> list[Epoch]:
         """The plan's ``chunks`` grouped into PSD epochs of ``psd_epoch`` seconds with ``psd: data``,
