@@ -1,7 +1,7 @@
 """``configs/month.yaml`` end to end, in pieces that each end within a time limit.
 
     python benchmarks/month.py --store /tmp/month.zarr --out /tmp/month --stop-after 480 [--workers 16]
-        [--duration S] [--set key=value ...] [--result summary.json]
+        [--duration S] [--set key=value ...] [--config CAMPAIGN] [--result summary.json]
 
 Each call does what is left: simulates the store if it is missing (the command in month.yaml's
 header, with ``--duration`` to try a shorter span), runs the campaign (``--resume`` once its output
@@ -28,6 +28,8 @@ from workflow.cli import _seconds  # noqa: E402  the CLI's own positive-seconds 
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "configs/month.yaml"
+#: The summary's key of the run's stage times: not a member name (those have no spaces).
+RUN_TIMING = "run timing"
 #: ``gwbatch run``'s exit code when ``--stop-after`` stopped it with chunks left.
 STOPPED = 6
 
@@ -52,11 +54,18 @@ def _with(args: list[str], key: str, value: str) -> list[str]:
 
 
 def summarise(out: Path, top: int = 5) -> dict:
-    """Per search: status, chunks, livetime, counted and tail-fit reach, deep slides, the ``top``
-    most significant candidates and the injections found (from its manifest and tables)."""
+    """Per search: status, chunks, livetime, counted and tail-fit reach, deep slides and step, the
+    candidates removed from the background hierarchically, the ``top`` most significant candidates
+    and the injections found (how many at IFAR >= 1e4 yr, and those below); and the run's stage
+    times (from the manifests and tables)."""
     import pandas as pd
 
     summary = {}
+    top_manifest = out / "manifest.json"
+    if top_manifest.exists():
+        timing = json.loads(top_manifest.read_text()).get("timing", {})
+        summary[RUN_TIMING] = {"wall_seconds": timing.get("wall_seconds"), "stages": timing.get("stages"),
+                             "parts": timing.get("parts")}
     for manifest_path in sorted(glob.glob(str(out / "*" / "manifest.json"))):
         member = Path(manifest_path).parent
         m = json.loads(Path(manifest_path).read_text())
@@ -65,7 +74,9 @@ def summarise(out: Path, top: int = 5) -> dict:
         row = {"status": m.get("status"), "chunks": len(m.get("chunks", [])),
                "livetime_days": m.get("livetime", {}).get("zero_lag_seconds", 0.0) / 86400.0,
                "reach_counted_years": bg.get("ifar_reach_years"), "reach_tail_fit_years": fit.get("ifar_reach_years"),
-               "tail_fit_events": fit.get("events"), "deep_slides": bg.get("deep_slides"), "deep_cut": bg.get("deep_cut")}
+               "tail_fit_events": fit.get("events"), "deep_slides": bg.get("deep_slides"), "deep_cut": bg.get("deep_cut"),
+               "slide_step": bg.get("slide_step"), "removed_from_background": bg.get("removed_from_background"),
+               "chunk_stage_seconds": m.get("timing", {}).get("chunk_seconds_total")}
         cand = member / "candidates.parquet"
         if cand.exists():
             t = pd.read_parquet(cand).sort_values("far").head(top)
@@ -78,6 +89,9 @@ def summarise(out: Path, top: int = 5) -> dict:
             row["injections"] = {"analysed": len(t), "found": len(found)}
             if len(found) and "found_ifar_years" in found:
                 row["injections"]["found_ifar_years_min"] = float(found["found_ifar_years"].min())
+                row["injections"]["found_at_1e4_years"] = int((found["found_ifar_years"] >= 1e4).sum())
+                row["injections"]["below_1e4_years"] = found.loc[found["found_ifar_years"] < 1e4, [
+                    c for c in ("snr", "found_snr", "found_ifar_years") if c in found]].to_dict("records")
                 if "found_far_kind" in found:
                     row["injections"]["found_far_kinds"] = found["found_far_kind"].value_counts().to_dict()
         summary[member.name] = row
@@ -92,6 +106,8 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=None, help="simulation workers")
     p.add_argument("--duration", type=_seconds, default=None, help="simulate this many seconds instead of 30 days")
     p.add_argument("--set", action="append", default=[])
+    p.add_argument("--config", type=Path, default=CONFIG,
+                   help="the campaign to run over month.yaml's store (default: configs/month.yaml)")
     p.add_argument("--result", type=Path, default=None)
     args = p.parse_args(argv)
     started = time.perf_counter()
@@ -104,7 +120,7 @@ def main(argv=None) -> int:
         if code != 0:  # gwbatch simulate has said why (and left no store that looks complete)
             return code
         print(f"simulated {args.store} in {time.perf_counter() - started:.0f} s", flush=True)
-    run = [sys.executable, "-m", "gwbatch", "run", str(CONFIG), "--set", f"data.store={args.store}",
+    run = [sys.executable, "-m", "gwbatch", "run", str(args.config), "--set", f"data.store={args.store}",
            "--out", str(args.out), "--no-progress", "--resume" if args.out.exists() else "--overwrite"]
     for kv in args.set:
         run += ["--set", kv]

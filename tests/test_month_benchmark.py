@@ -34,7 +34,9 @@ def test_summary_of_a_finished_two_search_campaign(small_store, tmp_path):
     out = tmp_path / "run"
     run_suite(load_run(config), out=out, progress=False)
     got = summarise(out, top=3)
-    assert sorted(got) == ["loose", "strict"]
+    assert sorted(got) == ["loose", "run timing", "strict"]
+    timing = json.loads((out / "manifest.json").read_text())["timing"]
+    assert got.pop("run timing")["stages"] == timing["stages"] and timing["stages"]["chunks"] > 0
     for name, row in got.items():
         manifest = json.loads((out / name / "manifest.json").read_text())
         candidates = pd.read_parquet(out / name / "candidates.parquet").sort_values("far")
@@ -44,5 +46,10 @@ def test_summary_of_a_finished_two_search_campaign(small_store, tmp_path):
         assert row["reach_counted_years"] == pytest.approx(manifest["livetime"]["background_seconds"] / SECONDS_PER_YEAR)
         assert [c["gps_time"] for c in row["loudest"]] == list(candidates["gps_time"].head(3))
         assert row["injections"]["analysed"] == 8 and row["injections"]["found"] == int(injections["found"].sum())
+        assert row["removed_from_background"] == manifest["background"]["removed_from_background"]
+        assert row["slide_step"] == 1.0 and row["chunk_stage_seconds"] == manifest["timing"]["chunk_seconds_total"]
+        found = injections[injections["found"]]
+        assert row["injections"]["found_at_1e4_years"] == int((found["found_ifar_years"] >= 1e4).sum())
+        assert len(row["injections"]["below_1e4_years"]) == int((found["found_ifar_years"] < 1e4).sum()) > 0
     assert got["loose"]["deep_slides"] == 0 and got["strict"]["deep_slides"] > 0
     assert got["loose"]["injections"]["found"] >= got["strict"]["injections"]["found"] >= 5

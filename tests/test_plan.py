@@ -107,12 +107,13 @@ def test_deep_slides_count_in_the_ring(small_store):
 
 def test_spiir_defaults_reach_1e4_yr_per_30_days(small_store, tmp_path):
     """``plan.chunk`` and ``background.slide_step`` left at ``auto`` with SPIIR's deep trials ``auto``:
-    the step is the next 0.01 s above twice the coincidence reach and every chunk holds the 125000
-    trials ``auto`` aims for (1e4 yr per 30 days needs 121750).  H1-L1: reach 10.0 ms light travel +
-    5 ms window + 2 x 1 ms timing = 17.0 ms, step 0.04 s; a chunk needs 125000 x 0.04 s + 2 x reach
-    = 5000.03 s, and chunks are at least 0.75 plan.chunk, so plan.chunk is 5000.03 / 0.75 rounded up
-    to 16 s: 6672 s.  With V1 (H1-V1 27.3 ms: reach 34.3 ms, step 0.07 s, detector 2 moves twice as
-    far): 2 x 125000 x 0.07 / 0.75 -> 23344 s.  Thirty days (the store's description lengthened: the
+    the step is the next 0.01 s above twice the coincidence reach, rounded up to a whole sample, and
+    every chunk holds the 125000 trials ``auto`` aims for (1e4 yr per 30 days needs 121750).  H1-L1
+    at 1024 Hz: reach 10.0 ms light travel + 5 ms window + 2 x 1 ms timing = 17.0 ms, 0.04 s, so 41
+    samples (0.0400391 s); a chunk needs 125000 x 41 / 1024 s + 2 x reach = 5004.92 s, and chunks are
+    at least 0.75 plan.chunk, so plan.chunk is 5004.92 / 0.75 rounded up to 16 s: 6688 s.  With V1
+    (H1-V1 27.3 ms: reach 34.3 ms, 0.07 s, 72 samples; detector 2 moves twice as far):
+    2 x 125000 x 72 / 1024 / 0.75 -> 23440 s.  Thirty days (the store's description lengthened: the
     plan reads no strain) then reach 1.03e4 yr by counting."""
     from gwbatch.simulate import simulate_store
 
@@ -122,20 +123,21 @@ def test_spiir_defaults_reach_1e4_yr_per_30_days(small_store, tmp_path):
     meta = read_meta(small_store)
     month = dataclasses.replace(meta, n_samples=30 * 86400 * 1024)
     plan = make_plan(spiir(small_store), month)
-    assert (plan.slide_step, plan.chunk_seconds) == (0.04, 6672.0)
-    assert min(c.stop - c.start for c in plan.chunks) / 1024 >= 125000 * 0.04 + 2 * 0.017
+    assert (plan.slide_step, plan.chunk_seconds) == (41 / 1024, 6688.0)
+    assert plan.settings.coherent.step == 41  # the trials' own step, in samples
+    assert min(c.stop - c.start for c in plan.chunks) / 1024 >= 125000 * 41 / 1024 + 2 * 0.017
     assert plan.n_slides + plan.deep_slides == 125000
     reach = next(x for x in plan.describe(float(meta.t0)).splitlines() if x.startswith("reach"))
     assert "(1.03e4 yr per 30 days of data)" in reach and "needs" not in reach
     short = make_plan(spiir(small_store), meta)  # 256 s: one chunk, as many trials as it holds
-    assert len(short.chunks) == 1 and short.deep_slides == 6299 and short.slide_step == 0.04
+    assert len(short.chunks) == 1 and short.deep_slides == 6292 and short.slide_step == 41 / 1024
     three = simulate_store(tmp_path / "v.zarr", ifos=("H1", "L1", "V1"), duration=64, sample_rate=1024, seed=1)
     plan3 = make_plan(spiir(three), dataclasses.replace(read_meta(three), n_samples=30 * 86400 * 1024))
-    assert (plan3.slide_step, plan3.chunk_seconds) == (0.07, 23344.0) and plan3.deep_slides == 124900
-    # what is set is kept: a step sizes the chunk for itself; a chunk keeps its length
-    assert make_plan(spiir(small_store, background={"slide_step": 0.05}), month).chunk_seconds == 8336.0
+    assert (plan3.slide_step, plan3.chunk_seconds) == (72 / 1024, 23440.0) and plan3.deep_slides == 124900
+    # what is set is kept: a step (0.05 s: 51 samples) sizes the chunk for itself; a chunk keeps its length
+    assert make_plan(spiir(small_store, background={"slide_step": 0.05}), month).chunk_seconds == 8304.0
     fixed = make_plan(spiir(small_store, plan={"chunk": 512.0}), month)
-    assert (fixed.chunk_seconds, fixed.slide_step, fixed.deep_slides) == (512.0, 0.04, 12800 - 100)  # 512.05 s chunks
+    assert (fixed.chunk_seconds, fixed.slide_step, fixed.deep_slides) == (512.0, 41 / 1024, 12787 - 100)  # 512.05 s chunks
     # no deep trials, or searches whose slides span the data or whose deep lags are dear: 128 s, 1 s
     for plain in (make_plan(spiir(small_store, background={"deep_slides": 0}), month),
                   make_plan(campaign(small_store), month),

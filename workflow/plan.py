@@ -57,7 +57,7 @@ class Plan:
     travel: tuple[tuple[float, ...], ...]  # light travel time (s) between detectors
     n_slides: int
     deep_slides: int  # background.deep_slides, ``auto`` resolved (:func:`deep_slides`); 0 without slides
-    slide_step: float
+    slide_step: float  # the step slides move by (s; :func:`shift_step`)
     chunk_seconds: float  # plan.chunk, ``auto`` resolved (:func:`resolve_spacing`)
     settings: object  # the search's frozen settings (gwbatch.searches.base.Search.settings)
     conditioning: ConditioningSettings
@@ -219,11 +219,18 @@ def task_memory(search, settings, read_samples: int, n_ifos: int) -> tuple[int, 
     return host, work + search.work_bytes(settings, read_samples)
 
 
-def deep_slides(campaign: Campaign, search, n_ifos: int, n_slides: int, ring: float, reach: float) -> int:
+def shift_step(step: float, search, fs: float) -> float:
+    """The step (s) a search's slides move by: a whole number of samples for searches whose trials
+    wrap within their chunks (they shift sample arrays), else ``step``."""
+    return round(step * fs) / fs if search.slides_in_chunks else step
+
+
+def deep_slides(campaign: Campaign, search, n_ifos: int, n_slides: int, step: float, ring: float,
+                reach: float) -> int:
     """``background.deep_slides`` as a number: as set, or for ``auto`` (searches whose deep slides
     are cheap, :attr:`~gwbatch.searches.base.Search.auto_deep_slides`) the slides up to
     :data:`~gwbatch.background.AUTO_SLIDES` in all, as many as the ring of ``ring`` s holds
-    (:func:`~gwbatch.background.most_slides`); 0 without slides."""
+    (:func:`~gwbatch.background.most_slides`) at ``step``; 0 without slides."""
     asked = campaign.background.deep_slides
     if not n_slides:
         return 0
@@ -231,7 +238,7 @@ def deep_slides(campaign: Campaign, search, n_ifos: int, n_slides: int, ring: fl
         return int(asked)
     if not search.auto_deep_slides:
         return 0
-    fits = most_slides(n_ifos, campaign.background.slide_step, ring, reach)
+    fits = most_slides(n_ifos, step, ring, reach)
     return max(min(AUTO_SLIDES, fits) - n_slides, 0)
 
 
@@ -258,6 +265,7 @@ def resolve_spacing(campaign: Campaign, search, ifos: tuple[str, ...], fs: float
     chunks and whose ``deep_slides`` is ``auto`` (SPIIR), whose counted reach is bounded by one
     chunk: there the step is the next multiple of :data:`STEP_GRAIN` above twice the coincidence
     reach (the shortest that keeps trials independent, :func:`~gwbatch.background.check_slides`),
+    rounded up to a whole sample,
     and the chunk is long enough that every chunk of a longer span holds
     :data:`~gwbatch.background.AUTO_SLIDES` trials at that step (10^4 yr per 30 days by counting;
     docs/decisions.md, "Deep trials")."""
@@ -269,8 +277,9 @@ def resolve_spacing(campaign: Campaign, search, ifos: tuple[str, ...], fs: float
     if sized and "auto" in (bg.slide_step, plan.chunk):
         provisional = campaign.model_copy(update={"background": bg.model_copy(update={"slide_step": step})})
         reach = coincidence_reach(campaign, search, search.settings(provisional, fs, ifos, layout), travel_matrix(ifos))
-        if bg.slide_step == "auto":
-            step = round(float(np.floor(2.0 * reach / STEP_GRAIN) + 1) * STEP_GRAIN, 6)
+        if bg.slide_step == "auto":  # in whole samples, as the trials shift (shift_step)
+            step = float(np.ceil(round((np.floor(2.0 * reach / STEP_GRAIN) + 1) * STEP_GRAIN * fs, 6))) / fs
+        step = shift_step(step, search, fs)
         if plan.chunk == "auto":
             ring = (len(ifos) - 1) * AUTO_SLIDES * step + 2.0 * reach + 1.0 / fs  # check_slides' bound, strictly
             chunk = float(np.ceil(ring / SHORTEST_CHUNK / CHUNK_GRAIN) * CHUNK_GRAIN)
@@ -312,12 +321,13 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         ring = float(np.diff(edges).min()) / fs
     reach = coincidence_reach(campaign, search, settings, travel)
     n_slides = campaign.background.slides if (campaign.coincidence.min_ifos > 1 and len(ifos) > 1) else 0
-    deep = deep_slides(campaign, search, len(ifos), n_slides, ring, reach)
+    step = shift_step(campaign.background.slide_step, search, fs)
+    deep = deep_slides(campaign, search, len(ifos), n_slides, step, ring, reach)
     if campaign.background.deep_slides == "auto":  # the search's settings carry the number
         campaign = campaign.model_copy(update={"background": campaign.background.model_copy(
             update={"deep_slides": deep})})
         settings = search.settings(campaign, fs, ifos, meta.layout)
-    check_slides(len(ifos), n_slides + deep, campaign.background.slide_step, ring, reach,
+    check_slides(len(ifos), n_slides + deep, step, ring, reach,
                  "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span")
     return Plan(
         campaign_name=campaign.name,
@@ -334,7 +344,7 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         travel=tuple(tuple(float(v) for v in row) for row in travel),
         n_slides=n_slides,
         deep_slides=deep,
-        slide_step=campaign.background.slide_step,
+        slide_step=step,
         chunk_seconds=campaign.plan.chunk,
         settings=settings,
         conditioning=campaign.conditioning.settings(),
