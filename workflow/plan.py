@@ -242,7 +242,8 @@ def deep_slides(campaign: Campaign, search, n_ifos: int, n_slides: int, step: fl
     return max(min(AUTO_SLIDES, fits) - n_slides, 0)
 
 
-#: ``auto`` slide steps are whole multiples of this (s).
+#: ``auto`` slide steps: the next multiple of this (s) above twice the coincidence reach, then
+#: rounded up to a whole sample.
 STEP_GRAIN = 0.01
 #: ``auto`` chunks are whole multiples of this (s).
 CHUNK_GRAIN = 16.0
@@ -265,8 +266,7 @@ def resolve_spacing(campaign: Campaign, search, ifos: tuple[str, ...], fs: float
     chunks and whose ``deep_slides`` is ``auto`` (SPIIR), whose counted reach is bounded by one
     chunk: there the step is the next multiple of :data:`STEP_GRAIN` above twice the coincidence
     reach (the shortest that keeps trials independent, :func:`~gwbatch.background.check_slides`),
-    rounded up to a whole sample,
-    and the chunk is long enough that every chunk of a longer span holds
+    rounded up to a whole sample, and the chunk is long enough that every chunk of a longer span holds
     :data:`~gwbatch.background.AUTO_SLIDES` trials at that step (10^4 yr per 30 days by counting;
     docs/decisions.md, "Deep trials")."""
     bg, plan = campaign.background, campaign.plan
