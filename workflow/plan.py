@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gwbatch.background import AUTO_SLIDES, REACH_SLIDES, check_slides, most_slides
+from gwbatch.background import AUTO_SLIDES, REACH_SLIDES, check_slides, most_slides, ring_holding
 from gwbatch.background.far import SECONDS_PER_YEAR
 from gwbatch.conditioning import ConditioningSettings
 from gwbatch.conditioning.psd import MIN_SEGMENTS
@@ -28,6 +28,7 @@ from gwbatch.io.segments import DataSegments, resolve_segments
 from gwbatch.io.span import zero_gap_samples
 from gwbatch.io.store import StoreMeta, read_dq
 from gwbatch.searches import get_search
+from gwbatch.searches.base import NetworkSettings
 from gwbatch.simulate.injection_set import InjectionSet, load_injection_set
 from gwbatch.tasks import ChunkSpec, ChunkTask
 from workflow.reference import check_reference
@@ -272,16 +273,17 @@ def resolve_spacing(campaign: Campaign, search, ifos: tuple[str, ...], fs: float
     bg, plan = campaign.background, campaign.plan
     step = DEFAULT_SLIDE_STEP if bg.slide_step == "auto" else bg.slide_step
     chunk = DEFAULT_CHUNK if plan.chunk == "auto" else plan.chunk
-    sized = (bg.deep_slides == "auto" and search.slides_in_chunks and search.auto_deep_slides and bg.slides > 0
-             and campaign.coincidence.min_ifos > 1 and len(ifos) > 1)
+    sized = (bg.deep_slides == "auto" and search.slides_in_chunks and search.auto_deep_slides
+             and NetworkSettings.of(campaign, len(ifos)).slides > 0)
     if sized and "auto" in (bg.slide_step, plan.chunk):
         provisional = campaign.model_copy(update={"background": bg.model_copy(update={"slide_step": step})})
         reach = coincidence_reach(campaign, search, search.settings(provisional, fs, ifos, layout), travel_matrix(ifos))
-        if bg.slide_step == "auto":  # in whole samples, as the trials shift (shift_step)
-            step = float(np.ceil(round((np.floor(2.0 * reach / STEP_GRAIN) + 1) * STEP_GRAIN * fs, 6))) / fs
+        if bg.slide_step == "auto":
+            grain = (np.floor(2.0 * reach / STEP_GRAIN) + 1) * STEP_GRAIN
+            step = float(np.ceil(round(grain * fs, 6))) / fs  # whole samples, as the trials shift (shift_step)
         step = shift_step(step, search, fs)
         if plan.chunk == "auto":
-            ring = (len(ifos) - 1) * AUTO_SLIDES * step + 2.0 * reach + 1.0 / fs  # check_slides' bound, strictly
+            ring = ring_holding(len(ifos), AUTO_SLIDES, step, reach) + 1.0 / fs  # longer than that, by a sample
             chunk = float(np.ceil(ring / SHORTEST_CHUNK / CHUNK_GRAIN) * CHUNK_GRAIN)
     return campaign.model_copy(update={"background": bg.model_copy(update={"slide_step": step}),
                                        "plan": plan.model_copy(update={"chunk": chunk})})

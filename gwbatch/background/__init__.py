@@ -62,6 +62,12 @@ def most_slides(n_ifos: int, step: float, ring: float, coincidence_reach: float)
     return max(int(np.ceil(room)) - 1, 0)
 
 
+def ring_holding(n_ifos: int, n_slides: int, step: float, coincidence_reach: float) -> float:
+    """The ring length (s) ``n_slides`` slides of ``step`` s must exceed to pass :func:`check_slides`
+    (the inverse of :func:`most_slides`)."""
+    return (n_ifos - 1) * n_slides * step + 2.0 * coincidence_reach
+
+
 def check_slides(n_ifos: int, n_slides: int, step: float, ring: float, coincidence_reach: float,
                  ring_name: str = "the analysed span") -> None:
     """Refuse slide settings that would mix zero lag into background or reuse an alignment (PyCBC #4754);
