@@ -104,6 +104,51 @@ def test_a_resume_that_cannot_start_its_cluster_keeps_the_finished_run(small_sto
     assert snapshot(finished) == before
 
 
+def test_a_run_cut_short_while_preparing_is_resumed_or_overwritten(small_store, reference, tmp_path, monkeypatch,
+                                                                   capsys):
+    """A search's preparation (SPIIR's bank build, minutes for a production bank) writes its cache
+    into the run directory before the chunks start; a run killed then must leave a directory that
+    ``--resume`` and ``--overwrite`` take, not one refused as "not a gwbatch run directory"."""
+    import workflow.campaign
+
+    def killed_while_building(members, cluster_cfg, progress=True):
+        for m in members:
+            (m.outdir / "banks").mkdir(parents=True, exist_ok=True)
+            (m.outdir / "banks" / "placement-0123.json").write_text("{}")
+        raise KeyboardInterrupt
+
+    config = campaign_file(small_store, tmp_path)
+    out = tmp_path / "run"
+    monkeypatch.setattr(workflow.campaign, "prepare", killed_while_building)
+    assert run(config, out) == 130
+    monkeypatch.undo()
+    assert not (out / MANIFEST).exists() and (out / "banks" / "placement-0123.json").is_file()
+    capsys.readouterr()
+    assert run(config, out) == 4  # neither flag: told what the directory holds and what to pass
+    err = capsys.readouterr().err
+    assert "holds an unfinished run" in err and "--resume" in err and "not a gwbatch run directory" not in err
+    assert run(config, out, "--resume") == 0
+    assert_same_tables(out, reference)
+    assert (out / "banks" / "placement-0123.json").is_file()  # the cache is kept
+    again = tmp_path / "again"
+    monkeypatch.setattr(workflow.campaign, "prepare", killed_while_building)
+    assert run(config, again) == 130
+    monkeypatch.undo()
+    assert run(config, again, "--overwrite") == 0
+    assert_same_tables(again, reference)
+
+
+def test_a_new_directory_left_by_a_refused_run_counts_as_new(small_store, tmp_path, capsys):
+    """A run refused before it wrote anything leaves only the released lock and the marker; the
+    corrected run then needs neither flag."""
+    config = campaign_file(small_store, tmp_path)
+    out = tmp_path / "run"
+    assert run(config, out, "--set", f"data.store={tmp_path / 'missing.zarr'}") == 3  # refused once opened
+    assert {p.name for p in out.iterdir()} <= {".gwbatch-lock", ".gwbatch-run"}
+    capsys.readouterr()
+    assert run(config, out) == 0
+
+
 # -- finding 2: one run at a time ----------------------------------------------------------------
 
 

@@ -21,8 +21,10 @@ The rules (``docs/reliability.md`` lists each with its test):
    naming the holder.
 2. **Opening changes nothing.**  What a new run discards (``--overwrite``: the old checkpoints and
    parts log) is discarded by :meth:`RunDirectory.begin`, called once the plan is made and the
-   cluster is up, which is also when a new directory is marked as a run's: a run that cannot
-   start leaves the directory as it was (a new one holds only the released lock file).
+   cluster is up: a run that cannot start leaves the directory as it was.  A new directory is
+   marked as a run's when it is opened, before a search's preparation writes its bank cache
+   there, so a run cut short while building banks is resumed (or overwritten) like any other; a
+   directory holding only the released lock file and the marker counts as new.
 3. **The final set is swapped in.**  It is written into ``.staging/`` and then committed: the old
    manifests go first (the directory stops claiming a complete run), the old final files that the
    new set does not have are removed, the new files move in and the manifests come last (a
@@ -283,8 +285,8 @@ class RunDirectory:
         if (path / MEMBER_MARKER).exists():
             raise OutputError(f"output {path} holds one search of the multi-search campaign in {path.parent}; "
                               "run that campaign (with --resume or --overwrite) instead")
-        with output_errors(path, resumable=False):  # a lock file alone: a run that never began here
-            fresh = not path.exists() or all(p.name == LOCK for p in path.iterdir())
+        with output_errors(path, resumable=False):  # a lock file and the marker alone: nothing was written here
+            fresh = not path.exists() or all(p.name in (LOCK, MARKER) for p in path.iterdir())
         if not fresh and not (path / MARKER).exists() and not (path / MARKER).is_symlink():
             raise OutputError(f"output {path} exists, is not empty and is not a gwbatch run directory; "
                               "choose another --out")
@@ -294,6 +296,9 @@ class RunDirectory:
         try:
             run = cls(path, tuple(members), resume, overwrite, lock)
             run._check_links()
+            if fresh:  # marked before anything is written here (a bank cache), so a run cut short resumes
+                with output_errors(path, resumable=False):
+                    run._mark_top()
             run._recover()
             if not fresh and not (resume or overwrite):
                 state = run_state(path)
@@ -329,10 +334,13 @@ class RunDirectory:
             for name in OWN_NAMES:
                 no_link(directory / name)
 
-    def _mark(self) -> None:
+    def _mark_top(self) -> None:
         marker = self.path / MARKER
         if not marker.exists():
             write_json({"gwbatch": "run directory"}, marker)
+
+    def _mark(self) -> None:
+        self._mark_top()
         for directory in self.directories():
             if directory != self.path:
                 real_dir(directory)
