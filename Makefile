@@ -4,6 +4,9 @@
 #               first, best effort: it never fails the tests, which skip the browser test without Chromium
 #   make browser  Chromium for the report's headless-browser test: Debian's package, installed with apt-get
 #               when no chromium is on PATH and we are root; otherwise says the browser test will be skipped
+#   make radio     the radio search on the bundled synthetic pulsar filterbank
+#   make pulsar    the pulse search on the bundled J1807-0847 time series
+#   make gw150914  the pulse search on the bundled GW150914 data
 #   make gw150914-spiir  the SPIIR search on the bundled GW150914 data (needs the test extra's lalsuite)
 #   make gw150914-burst  the unmodelled burst search on the bundled GW150914 data
 PYTHON ?= python3
@@ -48,8 +51,8 @@ gw150914-burst: $(STAMP)
 	$(BIN)/gwbatch ingest gwosc $(GW150914_FILES) --out data/gw150914.zarr --overwrite
 	$(BIN)/gwbatch run configs/gw150914-burst.yaml --overwrite
 
-# The SPIIR search with the 2901-template BBH bank: the banks (one per detector PSD) take ~45 min
-# each on two cores the first time and are cached in runs/gw150914/banks/ for later runs.
+# The SPIIR search with the 2901-template BBH bank: the banks (one per detector PSD) take about 2 min
+# each on two cores the first time and are cached in runs/gw150914/banks/; the search about 8 min.
 gw150914-spiir: $(STAMP)
 	$(BIN)/gwbatch ingest gwosc $(GW150914_FILES) --out data/gw150914.zarr --overwrite
 	$(BIN)/python benchmarks/gw150914.py --out runs/gw150914

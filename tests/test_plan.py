@@ -138,9 +138,54 @@ def test_spiir_defaults_reach_1e4_yr_per_30_days(small_store, tmp_path):
     assert make_plan(spiir(small_store, background={"slide_step": 0.05}), month).chunk_seconds == 8304.0
     fixed = make_plan(spiir(small_store, plan={"chunk": 512.0}), month)
     assert (fixed.chunk_seconds, fixed.slide_step, fixed.deep_slides) == (512.0, 41 / 1024, 12787 - 100)  # 512.05 s chunks
-    # no deep trials, or searches whose slides span the data or whose deep lags are dear: 128 s, 1 s
-    for plain in (make_plan(spiir(small_store, background={"deep_slides": 0}), month),
+    # deep trials set: the same step, and chunks that hold the trials asked, at least 128 s
+    none = make_plan(spiir(small_store, background={"deep_slides": 0}), month)
+    assert (none.chunk_seconds, none.slide_step, none.deep_slides) == (128.0, 41 / 1024, 0)
+    asked = make_plan(spiir(small_store, background={"deep_slides": 124900}), month)
+    assert (asked.chunk_seconds, asked.slide_step) == (6688.0, 41 / 1024)
+    some = make_plan(spiir(small_store, background={"deep_slides": 1000}, plan={"chunk": 256.0}), meta)
+    assert (some.n_slides, some.deep_slides, some.slide_step) == (100, 1000, 41 / 1024)  # 1 s steps: 1100 s
+    # no slides, or searches whose slides span the data or whose deep lags are dear: 128 s, 1 s
+    for plain in (make_plan(spiir(small_store, background={"slides": 0}), month),
                   make_plan(campaign(small_store), month),
                   make_plan(campaign(small_store, search={"kind": "burst", "f_high": 480.0},
                                      background={"slides": 10}), month)):
         assert (plain.chunk_seconds, plain.slide_step) == (128.0, 1.0)
+
+
+def test_slide_steps_of_whole_samples_are_checked_as_set(small_store):
+    """A search that shifts its trials by whole samples (SPIIR) refuses a step under one sample
+    with a ``ConfigError`` (a 0.0004 s step at 1024 Hz rounded to 0 samples and divided by zero),
+    and a refused step is quoted as set, with the samples it shifts by."""
+    meta = read_meta(small_store)
+    spiir = {"kind": "spiir", "bank": "configs/banks/bbh-small.yaml"}
+    with pytest.raises(ConfigError, match=r"slide_step \(0\.0004 s\) is less than one sample at 1024 Hz"):
+        make_plan(campaign(small_store, search=spiir, background={"slide_step": 0.0004}), meta)
+    with pytest.raises(ConfigError, match=r"slide_step \(0\.03 s, shifted by 31 samples = 0\.0302734 s at 1024 Hz\) "
+                                          r"must exceed twice the coincidence reach"):
+        make_plan(campaign(small_store, search=spiir, background={"slide_step": 0.03}), meta)
+
+
+def test_resume_identity_holds_what_auto_resolved_to(small_store, monkeypatch):
+    """``run.json`` records a setting left ``auto`` by the value the plan resolved it to: a pulse
+    run with ``plan.chunk: auto`` is the run of 128 s chunks (so a run that set 128 resumes), and a
+    SPIIR run's auto deep trials are their number, so plans whose auto rules resolve otherwise (as
+    when AUTO_SLIDES moved from 121750 to 125000) refuse each other's checkpoints, naming it."""
+    import workflow.plan
+    from workflow.resume import identity_changes, run_identity
+
+    meta = read_meta(small_store)
+
+    def identity(c):
+        return run_identity(c, meta, make_plan(c, meta))
+
+    auto = identity(campaign(small_store))
+    assert auto == identity(campaign(small_store, plan={"chunk": 128.0}))
+    assert auto["settings"]["plan"]["chunk"] == 128.0
+    spiir = campaign(small_store, search={"kind": "spiir", "bank": "configs/banks/bbh-small.yaml"})
+    now = identity(spiir)
+    assert now["settings"]["background"]["deep_slides"] == 6292
+    assert now["settings"]["background"]["slide_step"] == 41 / 1024
+    monkeypatch.setattr(workflow.plan, "AUTO_SLIDES", 3000)
+    fewer = identity(spiir)  # 3000 x 41 / 1024 s + 2 x 0.017 s over 0.75, up to 16 s: 176 s chunks
+    assert identity_changes(now, fewer) == ["background.deep_slides: 6292 -> 2900", "plan.chunk: 6688.0 -> 176.0"]

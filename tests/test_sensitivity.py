@@ -121,6 +121,7 @@ def test_vt_command_on_a_population_run(tmp_path):
     a = inj[inj["analysed"]]
     expected = live / YEAR * np.mean(a["found"] * a["volume"] / (1 + a["redshift"]))
     assert rows[0]["vt"] == pytest.approx(expected, rel=1e-12) and rows[0]["vt_error"] > 0
+    assert {r["search"] for r in rows} == {"pulse"}  # a one-search run's rows carry its kind
     # found injections are the near ones: their median distance is below the missed ones'
     assert inj.loc[inj["found"], "distance"].median() < inj.loc[~inj["found"], "distance"].median()
 

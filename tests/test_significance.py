@@ -219,3 +219,23 @@ def test_extrapolation_stops_ten_efoldings_past_the_loudest_fitted_event():
     assert list(c["far_kind"]) == ["extrapolated", "bound"]
     assert c["far"].iloc[1] == pytest.approx(fit.n_louder(limit) / 1e4)
     assert c["far"].iloc[1] < c["far"].iloc[0] < 1e-4
+
+
+def test_chunks_of_different_trial_counts_are_refused_not_summed():
+    """Checkpoints of two plans (2560 and 2570 trials) must never be summed as one background:
+    the reduction names the chunks and their trial counts instead of a NumPy shape error."""
+    from types import SimpleNamespace
+
+    from gwbatch.background.trials import gather_chunk_events
+    from gwbatch.errors import DataError
+    from gwbatch.gpstime import GPSTime
+
+    def chunk(index, trials):
+        events = pd.DataFrame({"trial": [0], "skymap": [-1], "geocent_sample": [10.0 + index]})
+        return SimpleNamespace(index=index, tables={"events": events},
+                               arrays={"skymaps": np.zeros((0, 12), np.float32), "livetime": np.ones(trials + 1)})
+
+    zero, _, _, livetime = gather_chunk_events([chunk(0, 2559), chunk(1, 2559)], GPSTime.parse("1000000000"), 1024.0)
+    assert len(zero) == 2 and livetime.tolist() == [2.0] * 2560
+    with pytest.raises(DataError, match=r"chunk 0: 2559, chunk 1: 2569\).*--overwrite"):
+        gather_chunk_events([chunk(0, 2559), chunk(1, 2569)], GPSTime.parse("1000000000"), 1024.0)

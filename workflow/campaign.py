@@ -53,7 +53,7 @@ def open_member(run: RunDirectory, name: str, campaign: Campaign) -> Member:
     files under them are checked by :func:`open_members`, once for all members."""
     meta = read_meta(campaign.data.store)
     plan = member_plan(name, campaign, meta)
-    identity = run_identity(campaign, meta, plan.segments, plan.injections)
+    identity = run_identity(campaign, meta, plan)
     member = Member(name, campaign, meta, plan, run.member_dir(name), identity, fingerprint(identity))
     member.inputs = {spec.index: chunk_inputs(meta, plan.ifos, spec) for spec in plan.chunks}
     if run.resume:

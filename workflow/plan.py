@@ -223,7 +223,20 @@ def task_memory(search, settings, read_samples: int, n_ifos: int) -> tuple[int, 
 def shift_step(step: float, search, fs: float) -> float:
     """The step (s) a search's slides move by: a whole number of samples for searches whose trials
     wrap within their chunks (they shift sample arrays), else ``step``."""
-    return round(step * fs) / fs if search.slides_in_chunks else step
+    if not search.slides_in_chunks:
+        return step
+    if round(step * fs) < 1:
+        raise ConfigError(f"background.slide_step ({step:g} s) is less than one sample at {fs:g} Hz: this search "
+                          f"shifts its trials by whole samples; use at least {1 / fs:g} s (or auto)")
+    return round(step * fs) / fs
+
+
+def step_label(configured: float, step: float, fs: float) -> str:
+    """``background.slide_step`` as messages quote it: as set, and the whole samples it shifts by
+    where they differ."""
+    if np.isclose(configured, step, rtol=0, atol=1e-12):
+        return f"{configured:g} s"
+    return f"{configured:g} s, shifted by {round(step * fs)} samples = {step:.6g} s at {fs:g} Hz"
 
 
 def deep_slides(campaign: Campaign, search, n_ifos: int, n_slides: int, step: float, ring: float,
@@ -263,18 +276,19 @@ def resolve_spacing(campaign: Campaign, search, ifos: tuple[str, ...], fs: float
     """The campaign with ``background.slide_step`` and ``plan.chunk`` as numbers.
 
     ``auto`` is :data:`~gwbatch.config.schema.DEFAULT_SLIDE_STEP` and
-    :data:`~gwbatch.config.schema.DEFAULT_CHUNK`, except for a search whose trials wrap within its
-    chunks and whose ``deep_slides`` is ``auto`` (SPIIR), whose counted reach is bounded by one
+    :data:`~gwbatch.config.schema.DEFAULT_CHUNK`, except for a search with slides whose trials wrap
+    within its chunks and whose deep trials are cheap (SPIIR), whose counted reach is bounded by one
     chunk: there the step is the next multiple of :data:`STEP_GRAIN` above twice the coincidence
     reach (the shortest that keeps trials independent, :func:`~gwbatch.background.check_slides`),
-    rounded up to a whole sample, and the chunk is long enough that every chunk of a longer span holds
-    :data:`~gwbatch.background.AUTO_SLIDES` trials at that step (10^4 yr per 30 days by counting;
-    docs/decisions.md, "Deep trials")."""
+    rounded up to a whole sample, and the chunk (at least the default) is long enough that every
+    chunk of a longer span holds the trials asked: :data:`~gwbatch.background.AUTO_SLIDES` with
+    ``deep_slides: auto`` (10^4 yr per 30 days by counting; docs/decisions.md, "Deep trials"), else
+    ``slides + deep_slides``."""
     bg, plan = campaign.background, campaign.plan
     step = DEFAULT_SLIDE_STEP if bg.slide_step == "auto" else bg.slide_step
     chunk = DEFAULT_CHUNK if plan.chunk == "auto" else plan.chunk
-    sized = (bg.deep_slides == "auto" and search.slides_in_chunks and search.auto_deep_slides
-             and NetworkSettings.of(campaign, len(ifos)).slides > 0)
+    n_slides = NetworkSettings.of(campaign, len(ifos)).slides
+    sized = search.slides_in_chunks and search.auto_deep_slides and n_slides > 0
     if sized and "auto" in (bg.slide_step, plan.chunk):
         provisional = campaign.model_copy(update={"background": bg.model_copy(update={"slide_step": step})})
         reach = coincidence_reach(campaign, search, search.settings(provisional, fs, ifos, layout), travel_matrix(ifos))
@@ -283,8 +297,9 @@ def resolve_spacing(campaign: Campaign, search, ifos: tuple[str, ...], fs: float
             step = float(np.ceil(round(grain * fs, 6))) / fs  # whole samples, as the trials shift (shift_step)
         step = shift_step(step, search, fs)
         if plan.chunk == "auto":
-            ring = ring_holding(len(ifos), AUTO_SLIDES, step, reach) + 1.0 / fs  # longer than that, by a sample
-            chunk = float(np.ceil(ring / SHORTEST_CHUNK / CHUNK_GRAIN) * CHUNK_GRAIN)
+            trials = AUTO_SLIDES if bg.deep_slides == "auto" else n_slides + bg.deep_slides
+            ring = ring_holding(len(ifos), trials, step, reach) + 1.0 / fs  # longer than that, by a sample
+            chunk = max(DEFAULT_CHUNK, float(np.ceil(ring / SHORTEST_CHUNK / CHUNK_GRAIN) * CHUNK_GRAIN))
     return campaign.model_copy(update={"background": bg.model_copy(update={"slide_step": step}),
                                        "plan": plan.model_copy(update={"chunk": chunk})})
 
@@ -299,6 +314,7 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
     ifos = _ifos(campaign, meta)
     meta.dq_mask(campaign.data.dq_flags)  # unknown DQ flag names fail here, before any work
     span_start, span_stop = _span(campaign, meta)
+    asked_step = campaign.background.slide_step
     campaign = resolve_spacing(campaign, search, ifos, fs, meta.layout)
     settings = search.settings(campaign, fs, ifos, meta.layout)
     before, after = search.halo(settings)
@@ -330,7 +346,8 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
             update={"deep_slides": deep})})
         settings = search.settings(campaign, fs, ifos, meta.layout)
     check_slides(len(ifos), n_slides + deep, step, ring, reach,
-                 "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span")
+                 "the shortest chunk (plan.chunk)" if search.slides_in_chunks else "the analysed span",
+                 step_label(step if asked_step == "auto" else asked_step, step, fs))
     return Plan(
         campaign_name=campaign.name,
         search=campaign.search.kind,

@@ -30,29 +30,38 @@ from workflow.rundir import IDENTITY, RunDirectory
 log = logging.getLogger("gwbatch")
 
 
-def run_identity(campaign: Campaign, meta: StoreMeta, segments=None, injections=None) -> dict:
+def run_identity(campaign: Campaign, meta: StoreMeta, plan: Plan) -> dict:
     """Everything a chunk's result depends on but the strain (module docstring).  Where the store
     lives and how the cluster runs do not change results and are left out, and the search says
     what of its own section does (:meth:`gwbatch.searches.base.Search.identity`: SPIIR replaces
     its bank's path by the bank's content); so are the coincidence and background sections of
     searches that form their background after the chunks (the pulse search), whose reduction
-    simply runs again.  The files of ``data.segments`` and ``data.vetoes`` count by what they
-    resolve to (``segments``, a :class:`~gwbatch.io.segments.DataSegments`), not by their paths, and
-    the injection file (``injections``, an :class:`~gwbatch.simulate.injection_set.InjectionSet`)
+    simply runs again.  A setting left ``auto`` counts by what ``plan`` resolved it to
+    (``plan.chunk``; for searches whose chunks run the trials, the step they shift by and the deep
+    trials), so a resume is refused when the rules resolve it otherwise and taken when they resolve
+    it as before.  The files of ``data.segments`` and ``data.vetoes`` count by what they resolve to
+    (``plan.segments``, a :class:`~gwbatch.io.segments.DataSegments`), not by their paths, and the
+    injection file (``plan.injections``, an :class:`~gwbatch.simulate.injection_set.InjectionSet`)
     by its SHA-256."""
     search = get_search(campaign.search.kind)
     sections = {"data", "conditioning", "search", "plan"}
     if search.slides_in_chunks:  # its chunks run the time-shifted trials too
         sections |= {"coincidence", "background"}
     settings = campaign.model_dump(mode="json", include=sections)
+    resolved = {("plan", "chunk"): plan.chunk_seconds}
+    if search.slides_in_chunks:
+        resolved |= {("background", "slide_step"): plan.slide_step, ("background", "deep_slides"): plan.deep_slides}
+    for (section, key), value in resolved.items():
+        if settings[section][key] == "auto":
+            settings[section][key] = value
     settings["data"].pop("store", None)
     settings["search"] = search.identity(settings["search"])
     for key in ("segments", "vetoes", "injections"):
         settings["data"].pop(key, None)
-    if segments is not None and not segments.empty:
-        settings["data"]["segments_sha256"] = segments.digest()
-    if injections is not None:
-        settings["data"]["injections_sha256"] = injections.sha256
+    if not plan.segments.empty:
+        settings["data"]["segments_sha256"] = plan.segments.digest()
+    if plan.injections is not None:
+        settings["data"]["injections_sha256"] = plan.injections.sha256
     return {"analysis_version": ANALYSIS_VERSION, "settings": settings, "store": store_identity(meta)}
 
 

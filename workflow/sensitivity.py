@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from gwbatch.errors import DataError, OutputError
+from gwbatch.io.tables import write_json
 from gwbatch.sensitivity import sensitive_vt, union_found
 
 
@@ -29,13 +30,20 @@ def _read_member(folder: Path) -> tuple[pd.DataFrame, float]:
     return pd.read_parquet(table), float(m["livetime"]["zero_lag_seconds"])
 
 
+def _search_kind(manifest: dict) -> str:
+    """The row name of a one-search run: its search's kind (``spiir``, ``burst``, ...)."""
+    search = (manifest.get("campaign") or {}).get("search") or {}
+    return str(search.get("kind") or "search")
+
+
 def run_vt(run: Path, thresholds, *, bootstrap: int = 1000, out: Path | None = None) -> int:
     manifest = run / "manifest.json"
     if not manifest.exists():
         raise DataError(f"{run} is not a finished run: no manifest.json")
-    members = json.loads(manifest.read_text()).get("members") or []
+    record = json.loads(manifest.read_text())
+    members = record.get("members") or []
     searches = {m["name"]: _read_member(run / m["name"]) for m in members} if members else {
-        "search": _read_member(run)}
+        _search_kind(record): _read_member(run)}
     rows = []
     for name, (table, live) in searches.items():
         rows.append(sensitive_vt(table, live, thresholds, bootstrap=bootstrap, name=name).assign(search=name))
@@ -49,9 +57,9 @@ def run_vt(run: Path, thresholds, *, bootstrap: int = 1000, out: Path | None = N
         print(f"{r.search:<13} {r.ifar_years:>11.3g}   {r.vt:10.4g} +- {r.vt_error:<9.3g} {r.found:>6d} / {r.injections}")
     target = out or run / "vt.json"
     try:
-        target.write_text(json.dumps({"method": "VT = T mean_i[found_i V_i / (1 + z_i)] over analysed injections "
-                                                "uniform in comoving volume (gwbatch.sensitivity)",
-                                      "bootstrap": bootstrap, "rows": table.to_dict(orient="records")}, indent=1))
+        write_json({"method": "VT = T mean_i[found_i V_i / (1 + z_i)] over analysed injections "
+                              "uniform in comoving volume (gwbatch.sensitivity)",
+                    "bootstrap": bootstrap, "rows": table.to_dict(orient="records")}, target)
     except OSError as exc:
         raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from None
     print(f"wrote {target}")

@@ -69,20 +69,22 @@ def ring_holding(n_ifos: int, n_slides: int, step: float, coincidence_reach: flo
 
 
 def check_slides(n_ifos: int, n_slides: int, step: float, ring: float, coincidence_reach: float,
-                 ring_name: str = "the analysed span") -> None:
+                 ring_name: str = "the analysed span", step_label: str | None = None) -> None:
     """Refuse slide settings that would mix zero lag into background or reuse an alignment (PyCBC #4754);
-    slides wrap on a circle of ``ring`` seconds (``ring_name`` says what it is)."""
+    slides wrap on a circle of ``ring`` seconds (``ring_name`` says what it is; ``step_label`` how
+    the messages quote the step, by default ``step`` s)."""
     if n_ifos < 2 or n_slides == 0:
         return
+    label = step_label or f"{step:g} s"
     if step <= 2 * coincidence_reach:
         raise ConfigError(
-            f"background.slide_step ({step} s) must exceed twice the coincidence reach "
+            f"background.slide_step ({label}) must exceed twice the coincidence reach "
             f"({coincidence_reach:.4g} s: light travel time + window + trigger durations)"
         )
     largest = (n_ifos - 1) * n_slides * step
     if largest + coincidence_reach >= ring - coincidence_reach:
         raise ConfigError(
-            f"{n_slides} slides (background.slides + background.deep_slides) of {step} s need "
+            f"{n_slides} slides (background.slides + background.deep_slides) of {label} need "
             f"(n_ifos - 1) x slides x step = {largest:g} s, more than "
             f"{ring_name} of {ring:g} s allows; use fewer slides, a smaller step or more data"
         )

@@ -30,6 +30,7 @@ from gwbatch.background import BackgroundResult, deep_cut
 from gwbatch.background.significance import DeepBackground, assign_far
 from gwbatch.background.slides import slide_shifts
 from gwbatch.candidates.coincidence import cluster_in_time
+from gwbatch.errors import DataError
 from gwbatch.gpstime import GPSTime, sample_times
 
 
@@ -138,6 +139,11 @@ def gather_chunk_events(results: list, t0: GPSTime, sample_rate: float):
         offset += r.arrays["skymaps"].shape[0]
     events = pd.concat(frames, ignore_index=True)
     events["gps_time"] = sample_times(t0, events["geocent_sample"].to_numpy(np.float64), sample_rate)
+    counts = {r.index: r.arrays["livetime"].size for r in results}
+    if len(set(counts.values())) > 1:  # checkpoints of another plan: never summed as if one
+        a, b = min(counts, key=counts.get), max(counts, key=counts.get)
+        raise DataError(f"chunks ran different numbers of trials (chunk {a}: {counts[a] - 1}, chunk {b}: {counts[b] - 1}): "
+                        "their checkpoints come from different plans; run again with --overwrite")
     livetime = np.sum([r.arrays["livetime"] for r in results], axis=0)
     skymaps = np.concatenate(maps) if maps else np.zeros((0, 12))
     zero, trials = events[events["trial"] == 0], events[events["trial"] > 0].reset_index(drop=True)

@@ -284,8 +284,8 @@ class BackgroundConfig(StrictModel):
     slides: int = Field(100, ge=0, le=100_000, description="number of time slides (zero lag excluded)")
     slide_step: Annotated[float, Field(gt=0, le=86400)] | Literal["auto"] = Field("auto", description=(
         "shift step (s); detector j moves by k·step·j in slide k. auto (the default): 1 s, except for a search "
-        "whose trials wrap within its chunks and whose deep_slides is auto (spiir): the shortest step that keeps "
-        "its trials independent, the next 0.01 s above twice the coincidence reach"))
+        "whose trials wrap within its chunks (spiir, with slides): the shortest step that keeps its trials "
+        "independent, the next 0.01 s above twice the coincidence reach in whole samples"))
     deep_slides: Annotated[int, Field(ge=0, le=10_000_000)] | Literal["auto"] = Field("auto", description=(
         "further slides after `slides` that keep only background events ranked at or above the base background's "
         "tail-fit threshold: a deep background for the loud candidates (pulse: slides of the whole span; spiir: "
@@ -309,8 +309,9 @@ class BackgroundConfig(StrictModel):
 class PlanConfig(StrictModel):
     chunk: Seconds | Literal["auto"] = Field("auto", description=(
         "seconds of data each task owns (plus halos); at most four years. auto (the default): 128 s, except for a "
-        "search whose trials wrap within its chunks and whose deep_slides is auto (spiir): chunks that each hold "
-        "the trials of an IFAR of 1e4 yr per 30 days (125000) at background.slide_step"))
+        "search whose trials wrap within its chunks (spiir, with slides): chunks of at least 128 s that each hold "
+        "its trials at background.slide_step: with deep_slides auto those of an IFAR of 1e4 yr per 30 days "
+        "(125000), else slides + deep_slides"))
 
 
 JOBQUEUE_KINDS = ("slurm", "pbs", "htcondor")
