@@ -166,6 +166,28 @@ def test_verify_store_chunks_checks_files_without_decoding(store):
         verify_store_chunks(meta, {"L1": [1, 0, 2], "H1": [3]}, threads=4)
 
 
+def test_verify_store_chunks_stops_reading_at_the_first_failure(store, monkeypatch):
+    """In threads, a failing file ends the check at once: the files not yet started are not read
+    (``Executor.map`` cancels them when its iterator raises), so a resume over a 19 GB store names
+    a damaged file without hashing the rest first."""
+    import time
+
+    import gwbatch.io.store as store_mod
+
+    read = []
+
+    def verified(meta, row, index):
+        read.append(index)
+        if index == 0:
+            raise DataError("strain chunk 0 is damaged")
+        time.sleep(0.01)
+
+    monkeypatch.setattr(store_mod, "_verified_bytes", verified)
+    with pytest.raises(DataError, match="chunk 0 is damaged"):
+        store_mod.verify_store_chunks(read_meta(store), {"H1": [0] + [1, 2, 3] * 100}, threads=2)
+    assert len(read) <= 6, len(read)  # of 301 files: the failing one and the few already started
+
+
 def test_truncated_chunk_is_refused(store):
     f = chunk_file(store, 1, 3)
     f.write_bytes(f.read_bytes()[:-5])
