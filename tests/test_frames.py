@@ -233,6 +233,36 @@ def test_interrupted_ingest_resumes_and_matches(tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".resumed.zarr.*"))
 
 
+def test_a_resume_with_another_block_layout_writes_every_chunk(tmp_path, monkeypatch):
+    """Blocks follow the workers (about four per worker), and a requeued job may have another
+    number of them: the journal names blocks by the chunks they cover, so a resume with another
+    layout takes only the blocks it would write itself and gives the uninterrupted store.  (Keyed
+    by block number, blocks 0-3 of a 2-worker run passed for blocks 0-3 of a 1-worker run and a
+    quarter of the chunks were never written, exit 0.)"""
+    import workflow.ingest as ingest
+
+    files, _ = _noise_frames(tmp_path, {"H1": 16384}, [(4 * k, 4) for k in range(8)])
+    args = dict(sample_rate=4096, chunk_samples=4096)
+    clean = _ingest(files, ["H1:STRAIN"], tmp_path / "clean.zarr", **args)
+    plan_ingest = ingest.plan_ingest
+
+    def with_tasks(n):
+        monkeypatch.setattr(ingest, "plan_ingest", lambda *a, **kw: plan_ingest(*a, **{**kw, "tasks": n}))
+
+    with_tasks(8)  # four blocks of eight chunks (a block holds at least two frames)
+    real = _interrupt_block(monkeypatch, 3)
+    out = tmp_path / "resumed.zarr"
+    with pytest.raises(KeyboardInterrupt):
+        _ingest(files, ["H1:STRAIN"], out, **args)
+    monkeypatch.setattr(ingest, "ingest_block", real)
+    with_tasks(2)  # two blocks of sixteen chunks: none was written as such
+    again = _ingest(files, ["H1:STRAIN"], out, **args)
+    assert len(again.plan.blocks) == 2 and again.blocks_resumed == 0 and again.blocks_written == 2
+    assert np.array_equal(_all(out), _all(clean.path), equal_nan=True)
+    assert np.array_equal(read_meta(out).checksums, read_meta(clean.path).checksums)
+    assert np.array_equal(read_dq(read_meta(out), ["H1"]), read_dq(read_meta(clean.path), ["H1"]))
+
+
 def test_globs_and_cache_files_expand(tmp_path):
     files, _ = _noise_frames(tmp_path, {"H1": 1024}, [(0, 4), (4, 4)])
     cache = tmp_path / "h1.lcf"

@@ -100,8 +100,14 @@ def _provenance(plan: IngestPlan, scans: Sequence[FileScan]) -> dict:
     }
 
 
-def _journal(path: Path) -> dict[int, list]:
-    done: dict[int, list] = {}
+def _block_key(block) -> tuple[int, int, int]:
+    """A written block by what it covers (store row, chunks ``[first, stop)``), not by its number:
+    the blocks' layout follows the workers, which a resumed ingest may not have again."""
+    return (block.row, block.first, block.stop)
+
+
+def _journal(path: Path) -> dict[tuple[int, int, int], list]:
+    done: dict[tuple[int, int, int], list] = {}
     try:
         lines = (path / JOURNAL).read_text().splitlines()
     except FileNotFoundError:
@@ -109,7 +115,8 @@ def _journal(path: Path) -> dict[int, list]:
     for line in lines:
         try:
             entry = json.loads(line)
-            done[int(entry["block"])] = [(int(a), int(n), bytes.fromhex(h)) for a, n, h in entry["seconds"]]
+            row, first, stop = (int(v) for v in entry["block"])
+            done[(row, first, stop)] = [(int(a), int(n), bytes.fromhex(h)) for a, n, h in entry["seconds"]]
         except (ValueError, KeyError, TypeError):
             continue  # a line cut by the interruption: that block is written again
     return done
@@ -200,8 +207,9 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
                              chunk_samples=plan.chunk_samples, dq_bits=FRAME_DQ_BITS, overwrite=overwrite or append,
                              resume_key=key)
         with writer:
-            done = _journal(writer.partial) if writer.resumed else {}
-            if done:
+            written = _journal(writer.partial) if writer.resumed else {}
+            done = {b.index: written[_block_key(b)] for b in plan.blocks if _block_key(b) in written}
+            if written:
                 log.info("resuming %s: %d of %d blocks already written", out, len(done), len(plan.blocks))
             if base_meta is not None:
                 carried = writer.carry_chunks(base_meta, {(b.row, c) for b in plan.blocks for c in range(b.first, b.stop)})
@@ -214,7 +222,7 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
                 for call, seconds in run_calls(cluster, calls, failure=_failure("writing"), desc="blocks",
                                                progress=progress):
                     done[call.item.index] = seconds
-                    journal.write(json.dumps({"block": call.item.index,
+                    journal.write(json.dumps({"block": list(_block_key(call.item)),
                                               "seconds": [[a, n, h.hex()] for a, n, h in seconds]}) + "\n")
                     journal.flush()
             dq = np.zeros((len(plan.ifos), plan.n_seconds), dtype=np.uint8)
