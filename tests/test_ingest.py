@@ -282,6 +282,34 @@ def test_existing_output_needs_overwrite(tmp_path):
     assert read_meta(out).n_samples == 32 * FS
 
 
+def test_overwrite_replaces_only_a_store(tmp_path, capsys):
+    """``--overwrite`` replaces a gwbatch store and nothing else: a directory of other files (the
+    input frames' own, say), an input file given as ``--out``, or a link is refused with exit 4 and
+    left as it was; an ``--out`` that cannot be created is one line and exit 4, not a traceback."""
+    from workflow.cli import main
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("precious\n")
+    source = tmp_path / "H-H1_copy.hdf5"
+    source.write_bytes(H1_FILE.read_bytes())
+    link = tmp_path / "link.zarr"
+    link.symlink_to(victim)
+    for out in (victim, source, link):
+        assert main(["ingest", "gwosc", str(source), "--out", str(out), "--overwrite"]) == 4
+        assert "is not a gwbatch store: --overwrite replaces only a store" in capsys.readouterr().err
+    assert (victim / "notes.txt").read_text() == "precious\n" and source.read_bytes() == H1_FILE.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["H-H1_copy.hdf5", "link.zarr", "victim"]
+    store = tmp_path / "s.zarr"
+    assert main(["ingest", "gwosc", str(source), "--out", str(store)]) == 0
+    assert main(["ingest", "gwosc", str(source), "--out", str(store), "--overwrite"]) == 0
+    assert read_meta(store).n_samples == 32 * FS
+    capsys.readouterr()
+    assert main(["ingest", "gwosc", str(source), "--out", str(source / "x.zarr")]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("gwbatch: error: cannot create the directory of") and "Traceback" not in err
+
+
 def test_interrupted_ingest_leaves_nothing(tmp_path, monkeypatch):
     a = _gwosc_piece(tmp_path / "H-H1_a.hdf5", 0, 16)
     b = _gwosc_piece(tmp_path / "H-H1_b.hdf5", 16, 32)

@@ -459,6 +459,19 @@ def _check_duration(n_samples: int, rate: float, what: str) -> None:
                         f"{MAX_STORE_SECONDS:.0f} s (4 years) a store may span")
 
 
+def is_gwbatch_store(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory (not a link) holding a gwbatch store of any format: what
+    ``--overwrite`` may replace."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        attrs = json.loads((path / "zarr.json").read_text()).get("attributes") or {}
+    except (OSError, ValueError, AttributeError):
+        return False
+    return attrs.get("format") in (STORE_FORMAT, FILTERBANK_FORMAT, *OLD_FORMATS)
+
+
 class StoreWriter:
     """Create a store; write strain and DQ region by region; :meth:`commit` to publish it.
 
@@ -497,8 +510,12 @@ class StoreWriter:
         if int(chunk_samples) < 1:
             raise DataError(f"chunk_samples must be at least 1, got {chunk_samples}")
         _check_duration(int(n_samples), self.sample_rate, f"store {self.path}")
-        if self.path.exists() and not overwrite:
-            raise OutputError(f"{self.path} already exists; pass --overwrite to replace it")
+        if self.path.exists() or self.path.is_symlink():
+            if not overwrite:
+                raise OutputError(f"{self.path} already exists; pass --overwrite to replace it")
+            if not is_gwbatch_store(self.path):
+                raise OutputError(f"{self.path} exists and is not a gwbatch store: --overwrite replaces only a store "
+                                  "(never other files or directories); choose another --out")
         self.t0 = check_gps_range(GPSTime.parse(t0), f"store start t0 of {self.path}")
         self.n_samples = int(n_samples)
         self.chunk_samples = int(min(chunk_samples, self.n_samples))
@@ -507,7 +524,10 @@ class StoreWriter:
         self.resume_key = resume_key
         self.resumed = False
         self._carried = np.zeros((len(self.ifos), -(-self.n_samples // self.chunk_samples)), dtype=np.uint64)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot create the directory of {self.path}: {exc.strerror or exc}") from None
         remove_stale_partials(self.path)
         if resume_key is not None:
             self._tmp = self.path.parent / f".{self.path.name}.resume-{resume_key[:16]}"
@@ -519,6 +539,9 @@ class StoreWriter:
             shutil.rmtree(self._tmp)
         try:
             self._create(provenance)
+        except OSError as exc:
+            self.abort()
+            raise OutputError(f"cannot write {self.path}: {exc.strerror or exc}") from None
         except BaseException:
             self.abort()
             raise
