@@ -409,3 +409,32 @@ def test_bad_rows_refused_at_generation():
         injection_strain(dict(row, approximant="NoSuchApproximant"), "H1", T0, FS)
     with pytest.raises(DataError, match=r"the PSD for H1 needs"):
         optimal_snr(row, "H1", T0, FS, np.array([1.0]), np.array([1.0, 2.0]), 30.0)
+
+
+def test_an_injection_file_outside_the_span_is_refused(tmp_path, small_store, caplog):
+    """An injection file none of whose rows lies in the analysed span (a GPS typo) is refused at
+    plan time instead of giving a complete run with no injection; rows outside it are counted in a
+    warning.  The small store spans GPS 1000000000-1000000256; the file's rows are at +100.25,
+    +140.25 and +180.25 s, shifted here."""
+    from gwbatch.config import validate_campaign
+    from gwbatch.io.store import read_meta
+    from workflow.plan import make_plan
+
+    def plan_with(path):
+        return make_plan(validate_campaign({"name": "t", "data": {"store": str(small_store), "injections": str(path)},
+                                            "search": {"kind": "pulse"}}), read_meta(small_store))
+
+    inside, _ = _pycbc(tmp_path / "in.hdf", f_lower=30.0)
+    assert len(plan_with(inside).injections.table) == 3
+    week, _ = _pycbc(tmp_path / "week.hdf", f_lower=30.0)
+    with h5py.File(week, "r+") as f:
+        f["tc"][...] = f["tc"][...] + 7 * 86400
+    with pytest.raises(DataError, match=r"none of its 3 injections \(GPS 1000604900\.250 to 1000604980\.250\) lies in "
+                                        r"the analysed span \[1000000000\.000, 1000000256\.000\)"):
+        plan_with(week)
+    mixed, _ = _pycbc(tmp_path / "mixed.hdf", f_lower=30.0)
+    with h5py.File(mixed, "r+") as f:
+        f["tc"][...] = f["tc"][...] + np.array([0.0, 0.0, 100.0])
+    with caplog.at_level("WARNING", logger="gwbatch"):
+        plan_with(mixed)
+    assert "1 of 3 injections lie outside the analysed span" in caplog.text

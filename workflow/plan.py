@@ -11,6 +11,7 @@ need no data halo.  Nothing here touches the strain or imports Dask: the plan is
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,8 @@ from gwbatch.searches.base import NetworkSettings
 from gwbatch.simulate.injection_set import InjectionSet, load_injection_set
 from gwbatch.tasks import ChunkSpec, ChunkTask
 from workflow.reference import check_reference
+
+log = logging.getLogger("gwbatch")
 
 #: Host bytes per read sample of a task wherever its kernels run: the raw float32 strain of every
 #: detector (4 per detector) and one detector's float64 copy and masks in flight (16).
@@ -371,10 +374,28 @@ def make_plan(campaign: Campaign, meta: StoreMeta) -> Plan:
         zero_gap=zero_gap_samples(campaign.data.zero_gap, fs),
         segments=campaign_segments(campaign, meta, ifos, (span_start, span_stop)),
         injections=None if campaign.data.injections is None else
-        load_injection_set(campaign.data.injections, ifos, GPSTime.parse(meta.t0), fs),
+        injections_in_span(load_injection_set(campaign.data.injections, ifos, GPSTime.parse(meta.t0), fs),
+                           GPSTime.parse(meta.t0), fs, (span_start, span_stop)),
         reference=None if campaign.background.reference is None else
         check_reference(campaign.background.reference, campaign, ifos),
     )
+
+
+def injections_in_span(injections: InjectionSet, t0: GPSTime, fs: float, span: tuple[int, int]) -> InjectionSet:
+    """``injections``, refused (:class:`DataError`) when none of its rows lies in the analysed
+    span (a GPS typo would give a complete run with no injection); rows outside it are said in a
+    warning (the reduction leaves them out of ``injections.parquet``)."""
+    gps = injections.table["gps_time"].to_numpy(np.float64)
+    lo, hi = (float(t0) + s / fs for s in span)
+    inside = int(np.count_nonzero((gps >= lo) & (gps < hi)))
+    if gps.size and not inside:
+        raise DataError(f"data.injections ({injections.path}): none of its {gps.size} injections (GPS "
+                        f"{gps.min():.3f} to {gps.max():.3f}) lies in the analysed span [{lo:.3f}, {hi:.3f}); "
+                        "check the file's times, data.start and data.duration")
+    if inside < gps.size:
+        log.warning("data.injections (%s): %d of %d injections lie outside the analysed span [%.3f, %.3f) and are "
+                    "left out", injections.path, gps.size - inside, gps.size, lo, hi)
+    return injections
 
 
 def campaign_segments(campaign: Campaign, meta: StoreMeta, ifos: tuple[str, ...], span: tuple[int, int]) -> DataSegments:
