@@ -113,6 +113,23 @@ def test_bad_segwizard_lines_refused(tmp_path, text, message):
     assert "\n" not in str(err.value) and str(path) in str(err.value)
 
 
+def test_times_and_detectors_of_segment_files_are_checked(tmp_path, monkeypatch):
+    """LIGO_LW nanoseconds outside [0, 10^9) are refused (1.5e9 ns read as 0.15 s, 10^10 ns as
+    0.1 s); a GWOSC-style JSON naming its flag ``L1:...`` is an L1 file, so ``ifo: H1`` is refused."""
+    import tests.ligolw_files as files
+
+    for ns, words in ((1_500_000_000, "start_time_ns is 1500000000"), (-1, "start_time_ns is -1")):
+        monkeypatch.setattr(files, "_split", lambda t, ns=ns: (int(t), ns) if t == 10 else (int(t), 0))
+        xml = files.write_segment_xml(tmp_path / "ns.xml", {"H1:A:1": [(10, 20)]})
+        with pytest.raises(DataError, match=rf"segment row 0 {words}; nanoseconds must lie in \[0, 999999999\]"):
+            read_flag(xml)
+    named = tmp_path / "l1.json"
+    named.write_text(json.dumps({"flag": "L1:DMT-ANALYSIS_READY:1", "segments": [[1126259446, 1126259450]]}))
+    assert read_flag(named)[0] == "L1"
+    with pytest.raises(DataError, match="is for L1, but ifo: H1"):
+        read_flag(named, ifo="H1")
+
+
 def test_bad_sources_refused(tmp_path):
     xml = write_segment_xml(tmp_path / "s.xml", {"H1:A:1": [(10, 20)], "H1:A:2": [(10, 21)], "L1:B:1": []})
     with pytest.raises(DataError, match="holds 3 flags; name one"):
@@ -269,6 +286,20 @@ def test_campaign_refusals(small_store, tmp_path):
     with pytest.raises(DataError, match="store_dq 'NOPE' is not a DQ bit of the store \\(its bits: DATA, CBC_CAT1"):
         make_plan(make_campaign(small_store, tmp_path, data__vetoes={
             "extra": [{"category": 2, "store_dq": "NOPE", "ifo": "H1"}]}), meta)
+
+
+def test_sources_for_detectors_not_analysed_are_said(small_store, tmp_path, caplog):
+    """A science or veto source for a detector the campaign does not analyse (V1 on an H1-L1
+    store) is not used, and the plan says so instead of dropping it silently."""
+    meta = read_meta(small_store)
+    t0 = float(meta.t0)
+    text = tmp_path / "V1.txt"
+    text.write_text(f"{t0 + 10} {t0 + 20}\n")
+    with caplog.at_level("WARNING", logger="gwbatch"):
+        plan = make_plan(make_campaign(small_store, tmp_path, data__vetoes={
+            "extra": [{"category": 2, "file": str(text), "ifo": "V1"}]}), meta)
+    assert "data.vetoes.extra:" in caplog.text and "is for V1, which this campaign does not analyse (H1, L1)" in caplog.text
+    assert not any(s["ifo"] == "V1" for s in plan.segments.summary["sources"])
 
 
 def test_store_dq_bits_as_vetoes():

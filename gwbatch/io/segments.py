@@ -26,6 +26,7 @@ import gzip
 import hashlib
 import io
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -47,6 +48,7 @@ CATEGORIES = (1, 2, 3, 4)
 #: Beyond any store: the domain in which "not in the segments" is taken.
 _FAR = 2**62
 _FLAG_RE = re.compile(r"([A-Z][0-9]):([A-Za-z0-9_.\-]+)(?::([0-9]+))?\Z")
+log = logging.getLogger("gwbatch")
 _IFO_RE = re.compile(r"[A-Z][0-9]\Z")
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
@@ -154,7 +156,8 @@ def read_gwosc_json(path: Path, text: str) -> tuple[str | None, np.ndarray]:
         what = f"segment file {path} segments[{i}]"
         out.append((_ns(pair[0], what), _ns(pair[1], what)))
     name = doc.get("id", doc.get("flag"))
-    ifo = name.split("_", 1)[0] if isinstance(name, str) and _IFO_RE.match(name.split("_", 1)[0]) else None
+    prefix = re.split(r"[_:]", name, maxsplit=1)[0] if isinstance(name, str) else ""
+    ifo = prefix if _IFO_RE.match(prefix) else None  # "H1_DATA" (GWOSC) or "L1:DMT-ANALYSIS_READY:1"
     return ifo, _checked(out, f"segment file {path}")
 
 
@@ -222,6 +225,15 @@ def _table(doc, cls, path: Path, what: str, columns: tuple[str, ...]):
     return table
 
 
+def _gps_text(seconds, nanoseconds, what: str) -> str:
+    """A LIGO_LW ``(s, ns)`` time as decimal text; the nanoseconds must lie in [0, 10^9) (1.5e9 ns
+    pasted after the point read as 0.15 s)."""
+    ns = int(nanoseconds or 0)
+    if not 0 <= ns < 1_000_000_000:
+        raise DataError(f"{what}_ns is {ns}; nanoseconds must lie in [0, 999999999]")
+    return f"{int(seconds)}.{ns:09d}"
+
+
 def read_segment_xml(path: Path, data: bytes) -> dict[str, np.ndarray]:
     """Every flag's active segments in a LIGO_LW segment document, by ``IFO:NAME:VERSION``."""
     from igwn_ligolw import lsctables
@@ -243,8 +255,8 @@ def read_segment_xml(path: Path, data: bytes) -> dict[str, np.ndarray]:
         what = f"{path} segment row {i}"
         if row.segment_def_id not in names:
             raise DataError(f"{what}: segment_def_id {row.segment_def_id} has no segment_definer row")
-        a = _ns(f"{int(row.start_time)}.{int(row.start_time_ns or 0):09d}", what)
-        b = _ns(f"{int(row.end_time)}.{int(row.end_time_ns or 0):09d}", what)
+        a = _ns(_gps_text(row.start_time, row.start_time_ns, f"{what} start_time"), what)
+        b = _ns(_gps_text(row.end_time, row.end_time_ns, f"{what} end_time"), what)
         out[names[row.segment_def_id]].append((a, b))
     return {name: _checked(segs, f"{path} flag {name}") for name, segs in out.items()}
 
@@ -482,6 +494,8 @@ def resolve_segments(data_cfg, ifos: tuple[str, ...], t0: GPSTime, sample_rate: 
         if ifo in science:
             science[ifo].append(seg)
             sources.append({"ifo": ifo, "use": "science", "source": what})
+        else:
+            _not_analysed("data.segments", what, ifo, ifos)
     if sci_cfg is not None:
         missing = [ifo for ifo in ifos if not science[ifo]]
         if missing:
@@ -495,6 +509,8 @@ def resolve_segments(data_cfg, ifos: tuple[str, ...], t0: GPSTime, sample_rate: 
             if ifo in by_cat[src.category]:
                 by_cat[src.category][ifo].append(seg)
                 sources.append({"ifo": ifo, "use": f"category {src.category}", "source": what})
+            else:
+                _not_analysed("data.vetoes.extra", what, ifo, ifos)
     applied = set(veto_cfg.categories) if veto_cfg is not None else set()
     hw_veto = getattr(data_cfg, "hardware_injections", "flag") == "veto"
     excluded, vetoed, hardware, seconds = {}, {}, {}, {}
@@ -511,6 +527,13 @@ def resolve_segments(data_cfg, ifos: tuple[str, ...], t0: GPSTime, sample_rate: 
     return DataSegments(excluded, vetoed, hardware,
                         {"sources": sources, "categories": sorted(applied), "hardware_injections":
                          "veto" if hw_veto else "flag", "seconds_in_span": seconds})
+
+
+def _not_analysed(key: str, what: str, ifo: str, ifos: tuple[str, ...]) -> None:
+    """Say that a source for a detector the campaign does not analyse is not used (a list for
+    every detector serves any subset of them, so this is not an error)."""
+    log.warning("%s: %s is for %s, which this campaign does not analyse (%s): not used", key, what, ifo,
+                ", ".join(ifos))
 
 
 def _definer_vetoes(veto_cfg, ifos, t0, fs, by_cat, sources) -> None:
