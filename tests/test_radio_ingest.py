@@ -83,6 +83,19 @@ def test_an_overlap_that_disagrees_is_refused(tmp_path, noise):
     assert not (tmp_path / "s.zarr").exists() and not list(tmp_path.glob(".s.zarr*"))
 
 
+def test_an_overlap_with_any_earlier_file_is_compared(tmp_path, noise):
+    """A file inside a longer earlier one is compared with it even when another file lies between
+    them in time (only the file just before was compared: c.fil's different spectra were dropped)."""
+    write_fil(tmp_path / "a.fil", noise, 0)
+    write_fil(tmp_path / "b.fil", noise[100:200], 100)
+    write_fil(tmp_path / "c.fil", np.random.default_rng(9).integers(0, 256, size=(1000, 8), dtype=np.uint8), 3000)
+    with pytest.raises(DataError, match=r"c.fil overlaps .*a.fil by 1000 samples and their spectra differ"):
+        ingest_filterbank([tmp_path / n for n in ("a.fil", "b.fil", "c.fil")], tmp_path / "s.zarr")
+    write_fil(tmp_path / "c.fil", noise[3000:4000], 3000)  # the same data: taken
+    meta = read_meta(ingest_filterbank([tmp_path / n for n in ("a.fil", "b.fil", "c.fil")], tmp_path / "s.zarr"))
+    assert np.array_equal(read_spectra(meta, "Parkes", 0, 6000), noise.T)
+
+
 def test_beams_become_rows(tmp_path, noise):
     write_fil(tmp_path / "b0.fil", noise[:3000], 0, ibeam=1, nbeams=2)
     write_fil(tmp_path / "b1.fil", noise[3000:], 0, ibeam=2, nbeams=2)

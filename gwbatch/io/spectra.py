@@ -173,9 +173,10 @@ def ingest_filterbank(paths: list[str | os.PathLike], out: str | os.PathLike, *,
         for beam in beams:
             mine = sorted((f for f in placed if f.beam == beam), key=lambda f: f.start)
             written = 0  # samples before this are in the store already
-            for prev, cur in zip([None] + mine[:-1], mine):
-                if prev is not None and cur.start < prev.stop:
-                    _check_overlap(prev, cur)
+            for k, cur in enumerate(mine):
+                for prev in mine[:k]:  # every earlier file reaching into it, not only the one before
+                    if cur.start < prev.stop:
+                        _check_overlap(prev, cur)
                 for a in range(max(cur.start, written), cur.stop, BLOCK_SAMPLES):
                     b = min(cur.stop, a + BLOCK_SAMPLES)
                     block = np.asarray(cur.fb.data[a - cur.start : b - cur.start, 0, :])
