@@ -291,6 +291,15 @@ def _refused(tmp_path, capsys, files, channels, needle, **extra) -> str:
     return err
 
 
+def test_a_sample_beyond_float32_is_refused_not_stored_as_infinite(tmp_path, capsys):
+    """A float64 frame sample beyond float32's range (a damaged frame, or a channel in other
+    units) is refused naming it; it was stored as infinity (read as no data) with exit 0."""
+    x = np.random.default_rng(3).standard_normal(4 * 1024) * 1e-21
+    x[1000] = 1e300
+    f = write_gwf(tmp_path / "X-BAD-1000000000-4.gwf", T0, 4, {"H1:STRAIN": (T0, 1024, x)})
+    _refused(tmp_path, capsys, [f], ["H1:STRAIN"], "is 1e+300, beyond float32's range")
+
+
 def test_missing_channel_refused_naming_file_and_channel(tmp_path, capsys):
     files, _ = _noise_frames(tmp_path, {"H1": 1024, "L1": 1024}, [(0, 4)])
     err = _refused(tmp_path, capsys, files, ["H1:STRAIN", "L1:GDS-CALIB_STRAIN"], "L1:GDS-CALIB_STRAIN")
@@ -482,3 +491,15 @@ def test_gpu_resampling_equals_the_cpu_and_appends_across_devices(tmp_path):
     mixed = _all(out)
     assert np.array_equal(np.isfinite(cpu), np.isfinite(mixed))
     assert np.nanmax(np.abs(cpu - mixed)) <= 1e-6 * scale
+
+
+def test_a_resampling_ratio_too_dear_is_refused_before_any_work():
+    """A co-prime rate (1024 Hz to 999983 Hz) would design a 1.3e8-tap filter (6 GB, 35 s) and
+    then ingest; it is refused naming the ratio and the taps.  20000 Hz to 4096 Hz (Virgo) keeps
+    its 80145 taps."""
+    from gwbatch.errors import ConfigError
+
+    assert Resampler(20000, 4096).taps.size == 80145
+    with pytest.raises(ConfigError, match=r"ratio of 999983/1024, whose anti-alias filter needs 128227253 taps "
+                                          r"\(at most 1048576\)"):
+        Resampler(1024, 999983)

@@ -28,6 +28,8 @@ from fractions import Fraction
 import numpy as np
 from scipy.signal import firwin, kaiserord, resample_poly
 
+from gwbatch.errors import ConfigError
+
 #: Stopband attenuation and passband ripple of the anti-alias filter (dB).
 ATTENUATION_DB = 100.0
 #: The passband's edge as a fraction of the lower Nyquist frequency.
@@ -38,6 +40,11 @@ def _ratio(rate_in: float, rate_out: float) -> tuple[int, int]:
     """``(up, down)`` in lowest terms with ``rate_out/rate_in = up/down`` (rates must be whole Hz)."""
     r = Fraction(int(rate_out), int(rate_in))
     return r.numerator, r.denominator
+
+
+#: The longest anti-alias filter a resampler designs (20000 Hz to 4096 Hz takes 80145 taps; a
+#: co-prime ratio such as 1024 Hz to 999983 Hz would take 1.3e8 and gigabytes).
+MAX_TAPS = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,6 +74,10 @@ class Resampler:
         nyquist = min(self.rate_in, self.rate_out) / 2.0
         numtaps, beta = kaiserord(ATTENUATION_DB, (1.0 - PASSBAND) * nyquist / (fs / 2.0))
         numtaps |= 1  # odd: a whole-sample delay, removed by resample_poly
+        if numtaps > MAX_TAPS:
+            raise ConfigError(f"resampling {self.rate_in} Hz to {self.rate_out} Hz is a ratio of {up}/{down}, whose "
+                              f"anti-alias filter needs {numtaps} taps (at most {MAX_TAPS}); choose a rate in a "
+                              f"simpler ratio to {self.rate_in} Hz, such as a power of two")
         taps = firwin(numtaps, (1.0 + PASSBAND) / 2.0 * nyquist, window=("kaiser", beta), fs=fs)
         object.__setattr__(self, "taps", taps)
         reach = math.ceil((numtaps - 1) / 2 / up) + 1  # input samples an output sample touches, each side

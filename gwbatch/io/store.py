@@ -626,7 +626,7 @@ class StoreWriter:
         if self.layout.spectra:
             raise TypeError("a filterbank store is written with write_spectra")
         i = self.ifos.index(ifo)
-        values = np.asarray(values, dtype=np.float32)
+        values = strain_float32(values, f"{ifo} samples {start}..")
         if start < 0 or start + values.size > self.n_samples:
             raise DataError(f"strain write [{start}, {start + values.size}) outside [0, {self.n_samples})")
         self._strain[i, start : start + values.size] = values
@@ -756,7 +756,24 @@ def write_partial_strain(strain_path: str, row: int, start: int, values: np.ndar
         with contextlib.suppress(FileNotFoundError):
             if target.stat().st_nlink > 1:  # linked from the store being extended: never write through
                 target.unlink()
-    arr[row, start: start + values.size] = np.asarray(values, dtype=np.float32)
+    arr[row, start: start + values.size] = strain_float32(values, f"store row {row} samples {start}..")
+
+
+def strain_float32(values: np.ndarray, where: str) -> np.ndarray:
+    """``values`` as the store's float32, refused (:class:`DataError`) where a finite sample does
+    not fit (beyond ±3.4e38: it would become infinite and read as no data)."""
+    values = np.asarray(values)
+    if values.dtype == np.float32:
+        return values
+    with np.errstate(over="ignore"):
+        out = values.astype(np.float32)
+    lost = np.isinf(out) & np.isfinite(values)
+    if lost.any():
+        k = int(np.flatnonzero(lost)[0])
+        raise DataError(f"{where}: sample {k} is {values.flat[k]:.6g}, beyond float32's range (±3.4e38), so it "
+                        f"cannot be stored; {int(lost.sum())} such samples (strain is of order 1e-21: check the "
+                        "channel and its units)")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
