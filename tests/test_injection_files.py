@@ -438,3 +438,29 @@ def test_an_injection_file_outside_the_span_is_refused(tmp_path, small_store, ca
     with caplog.at_level("WARNING", logger="gwbatch"):
         plan_with(mixed)
     assert "1 of 3 injections lie outside the analysed span" in caplog.text
+
+
+def test_an_approximant_that_cannot_be_generated_is_refused_at_plan_time(tmp_path, small_store):
+    """An approximant LALSuite knows by name but cannot make here (a reduced-order model whose data
+    files are not installed) is refused when the campaign is planned, naming it; it failed every
+    chunk holding such a row (exit 5)."""
+    from gwbatch.config import validate_campaign
+    from gwbatch.io.store import read_meta
+    from gwbatch.simulate.lalinjection import _polarisations
+    from workflow.plan import make_plan
+
+    path, data = _pycbc(tmp_path / "rom.hdf", f_lower=30.0)
+    with h5py.File(path, "r+") as f:
+        del f["approximant"]
+        f["approximant"] = np.array([b"TaylorF2", b"SEOBNRv4_ROM", b"TaylorF2"])
+    row = read_injection_file(path).iloc[1].to_dict()
+    try:
+        _polarisations(row, 4096.0)
+    except DataError as exc:
+        assert "cannot generate 'SEOBNRv4_ROM'" in str(exc)
+    else:
+        pytest.skip("this LALSuite has the SEOBNRv4_ROM data files")
+    campaign = validate_campaign({"name": "t", "data": {"store": str(small_store), "injections": str(path)},
+                                  "search": {"kind": "pulse"}})
+    with pytest.raises(DataError, match=r"LALSuite cannot generate 'SEOBNRv4_ROM'"):
+        make_plan(campaign, read_meta(small_store))

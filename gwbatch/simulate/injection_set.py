@@ -74,6 +74,7 @@ def load_injection_set(path, ifos: tuple[str, ...], t0: GPSTime, sample_rate: fl
     from gwbatch.simulate import _arrival_delay
 
     table = read_injection_file(path).reset_index(drop=True)
+    check_generation(table, sample_rate)
     first, last = np.zeros(len(table), np.int64), np.zeros(len(table), np.int64)
     for i, row in enumerate(table.to_dict("records")):
         before, after = _reach(row)
@@ -83,6 +84,18 @@ def load_injection_set(path, ifos: tuple[str, ...], t0: GPSTime, sample_rate: fl
             table.loc[i, f"time_{ifo}"] = row["gps_time"] + _arrival_delay(ifo, row["ra"], row["dec"], row["gps_time"])
     table["first"], table["last"] = first, last
     return InjectionSet(str(path), table, file_sha256(path))
+
+
+def check_generation(table: pd.DataFrame, sample_rate: float) -> None:
+    """Generate the first row of each approximant once, so one LALSuite knows by name but cannot
+    make here (a ROM whose data files are not installed) is refused at plan time, naming it,
+    instead of failing every chunk that holds such a row."""
+    from gwbatch.simulate.lalinjection import _polarisations
+
+    if table.empty:
+        return
+    for _, first in table.groupby(["waveform", "approximant"], sort=False).head(1).iterrows():
+        _polarisations(first.to_dict(), sample_rate)
 
 
 def add_injections(x: np.ndarray, ifo: str, start: int, rows, t0: GPSTime, sample_rate: float) -> None:
