@@ -206,3 +206,29 @@ def test_workers_per_gpu_refused_where_no_local_gpu_workers_start(kind):
                                               rf"'{kind}'"):
         ClusterConfig(kind=kind, workers_per_gpu=4, **extra)
     assert ClusterConfig(kind="auto", workers_per_gpu=4).workers_per_gpu == 4
+
+
+def test_a_local_cluster_cut_short_while_starting_is_closed_by_gwbatch():
+    """Ctrl-C or SIGTERM while a local cluster starts: the half-started cluster is closed and taken
+    off Dask's list, so Dask's exit hook does not fail on it with a traceback after gwbatch's
+    one-line message (``AssertionError: Status.init``)."""
+    from distributed.deploy.spec import SpecCluster
+
+    from workflow.cluster import _started
+
+    closed, held = [], []
+
+    class HalfStarted:
+        workers: dict = {}
+
+        def close(self, timeout=None):
+            closed.append(timeout)
+
+    def starting(**options):
+        held.append(HalfStarted())
+        SpecCluster._instances.add(held[-1])
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _started("local", starting)
+    assert closed and held[0] not in SpecCluster._instances

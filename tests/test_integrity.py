@@ -149,6 +149,52 @@ def test_a_new_directory_left_by_a_refused_run_counts_as_new(small_store, tmp_pa
     assert run(config, out) == 0
 
 
+def suite_file(store: Path, directory: Path) -> Path:
+    """Two pulse searches of the integrity campaign as members of one campaign."""
+    member = {"search": {"kind": "pulse", "threshold": 5.0, "decimation": [16, 8, 8]},
+              "background": {"slides": 20}, "plan": {"chunk": 64.0}}
+    raw = {"name": "integrity-suite", "data": {"store": str(store)}, "searches": {"a": member, "b": member},
+           "cluster": {"kind": "in-process"}, "backend": "numpy"}
+    path = directory / "suite.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_a_resume_into_the_other_campaign_shape_is_refused(small_store, finished, tmp_path, capsys):
+    """``--resume`` of a campaign of several searches into a one-search run directory (or the
+    reverse) is refused and changes nothing; it took the directory, deleted the run's tables and
+    left its checkpoints orphaned, exit 0.  ``--overwrite`` takes it, leaving nothing of the other
+    shape that claims anything."""
+    suite = suite_file(small_store, tmp_path)
+    before = snapshot(finished)
+    assert run(suite, finished, "--resume") == 4
+    assert "holds the run of one search, and this campaign has several (a, b)" in capsys.readouterr().err
+    assert snapshot(finished) == before
+    assert run(suite, finished, "--overwrite") == 0
+    assert not (finished / "run.json").exists() and not (finished / "chunks").exists()
+    assert json.loads((finished / MANIFEST).read_text())["status"] == "complete"
+    single = campaign_file(small_store, tmp_path)
+    before = snapshot(finished)
+    assert run(single, finished, "--resume") == 4
+    assert "holds a campaign of several searches (a, b), and this campaign is one search" in capsys.readouterr().err
+    assert snapshot(finished) == before
+    assert run(single, finished, "--overwrite") == 0
+    for member in ("a", "b"):
+        assert not (finished / member / MANIFEST).exists() and not (finished / member / ".gwbatch-member").exists()
+
+
+def test_an_overwrite_cut_short_no_longer_claims_the_old_run(small_store, finished, tmp_path, capsys):
+    """``--overwrite`` discards the old run's manifest with its checkpoints: cut short, the
+    directory is an unfinished run, not a "complete" manifest in front of deleted checkpoints."""
+    config = campaign_file(small_store, tmp_path)
+    assert run(config, finished, "--overwrite", "--set", "search.threshold=5.5", "--stop-after", "1e-6") == 6
+    assert not (finished / MANIFEST).exists()
+    capsys.readouterr()
+    assert run(config, finished, "--set", "search.threshold=5.5") == 4
+    assert "holds an unfinished run" in capsys.readouterr().err
+    assert run(config, finished, "--resume", "--set", "search.threshold=5.5") == 0
+
+
 # -- finding 2: one run at a time ----------------------------------------------------------------
 
 

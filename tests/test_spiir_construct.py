@@ -190,3 +190,37 @@ def test_match_is_the_full_correlations_maximum(case):
     ref_window = np.where((np.arange(k - lags, k + lags + 1) >= 0) & (np.arange(k - lags, k + lags + 1) < c.size), c[pick], 0) / c[k]
     assert np.max(np.abs(window - ref_window)) < 1e-12
     assert np.allclose(C.autocorrelation(r, h, lags), window, atol=1e-12)
+
+
+def test_damaged_bank_cache_entries_are_made_again(tmp_path, caplog):
+    """A cached placement or built bank that cannot be read (a truncated file, rows that are not
+    templates, rows that no longer match their SHA-256) is placed or built again with a warning,
+    as a damaged checkpoint is rerun; it was a traceback, a refusal that --overwrite did not clear,
+    or (rows of another shape) silently used."""
+    import json
+
+    from gwbatch.conditioning.psd import design
+    from gwbatch.config import load_bank_config
+    from gwbatch.spiir.cache import build_bank, placed_templates
+
+    cfg = load_bank_config("configs/banks/bbh-small.yaml")
+    psd = design("aLIGO", cfg.sample_rate)
+    cache = tmp_path / "banks"
+    templates = placed_templates(cfg, psd, cache)
+    placement = next(cache.glob("*-placement-*.json"))
+    good = json.loads(placement.read_text())
+    moved = {**good, "templates": [[r[0] + 1.0, *r[1:]] for r in good["templates"]]}
+    for damage in ("{", json.dumps({"templates": [[1, 2]]}), json.dumps(moved)):
+        placement.write_text(damage)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="gwbatch"):
+            assert placed_templates(cfg, psd, cache) == templates
+        assert "is damaged" in caplog.text
+    assert json.loads(placement.read_text()) == good  # written again
+    bank, path = build_bank(cfg, psd, cache=cache, templates=templates[:3])
+    path.write_bytes(path.read_bytes()[:5000])
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gwbatch"):
+        again, where = build_bank(cfg, psd, cache=cache, templates=templates[:3])
+    assert where == path and "cannot read bank" in caplog.text and "building it again" in caplog.text
+    assert np.array_equal(again.a, bank.a) and np.array_equal(again.b, bank.b)

@@ -439,12 +439,30 @@ def start_cluster(cfg: ClusterConfig, backend: str, n_tasks: int) -> Iterator[Cl
         close_bounded(client, cluster)
 
 
+@contextlib.contextmanager
+def closed_if_cut_short():
+    """Close the local clusters a block starts if it is cut short (Ctrl-C, SIGTERM) before it
+    returns them: half-started, nothing else holds them, and Dask's own exit hook then failed on
+    them with a traceback after gwbatch's one-line message."""
+    from distributed.deploy.spec import SpecCluster
+
+    before = set(SpecCluster._instances)
+    try:
+        yield
+    except BaseException:
+        for cluster in set(SpecCluster._instances) - before:
+            SpecCluster._instances.discard(cluster)
+            with contextlib.suppress(BaseException):
+                close_bounded(None, cluster)
+        raise
+
+
 def _started(kind: str, cls: type, **options):
     """``cls(**options)``: a local cluster whose settings its workers refuse is a configuration error.
     What Dask warns of while it starts (a busy dashboard port and the one it took instead) becomes
     one gwbatch line each, not a raw Python warning."""
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, closed_if_cut_short():
             warnings.simplefilter("always", UserWarning)
             cluster = cls(**options)
         for w in caught:

@@ -19,8 +19,8 @@ The rules (``docs/reliability.md`` lists each with its test):
    created exclusively and one left by a process that no longer runs on this host (its PID gone,
    or reused by a process that started later) is taken over.  A second run is refused (exit 4)
    naming the holder.
-2. **Opening changes nothing.**  What a new run discards (``--overwrite``: the old checkpoints and
-   parts log) is discarded by :meth:`RunDirectory.begin`, called once the plan is made and the
+2. **Opening changes nothing.**  What a new run discards (``--overwrite``: the old manifests,
+   checkpoints and parts log) is discarded by :meth:`RunDirectory.begin`, called once the plan is made and the
    cluster is up: a run that cannot start leaves the directory as it was.  A new directory is
    marked as a run's when it is opened, before a search's preparation writes its bank cache
    there, so a run cut short while building banks is resumed (or overwritten) like any other; a
@@ -296,6 +296,8 @@ class RunDirectory:
         try:
             run = cls(path, tuple(members), resume, overwrite, lock)
             run._check_links()
+            if resume:
+                run._check_shape()
             if fresh:  # marked before anything is written here (a bank cache), so a run cut short resumes
                 with output_errors(path, resumable=False):
                     run._mark_top()
@@ -334,6 +336,25 @@ class RunDirectory:
             for name in OWN_NAMES:
                 no_link(directory / name)
 
+    def held_members(self) -> list[str]:
+        """The member directories this run directory holds (a campaign of several searches)."""
+        with output_errors(self.path):
+            return sorted(p.name for p in self.path.iterdir()
+                          if p.is_dir() and not p.is_symlink() and (p / MEMBER_MARKER).is_file())
+
+    def _check_shape(self) -> None:
+        """Refuse to resume a one-search run with a campaign of several, or the reverse: the
+        other shape's checkpoints would be left behind and its final set replaced."""
+        held = self.held_members()
+        if self.members and (self.path / IDENTITY).exists():
+            raise OutputError(f"--resume: {self.path} holds the run of one search, and this campaign has several "
+                              f"({', '.join(self.members)}); run that search, or start again with --overwrite "
+                              "(or use another --out)")
+        if not self.members and held:
+            raise OutputError(f"--resume: {self.path} holds a campaign of several searches ({', '.join(held)}), and "
+                              "this campaign is one search; run that campaign, or start again with --overwrite "
+                              "(or use another --out)")
+
     def _mark_top(self) -> None:
         marker = self.path / MARKER
         if not marker.exists():
@@ -364,13 +385,30 @@ class RunDirectory:
         with output_errors(self.path):
             self._mark()
             if self.overwrite:
-                remove(no_link(self.path / PARTS))
-                for directory in self.directories():
-                    remove(no_link(directory / CHUNKS))
+                self._discard_old_run()
             for name, identity in identities.items():
                 directory = self.member_dir(name)
                 real_dir(directory / CHUNKS)
                 write_json(identity, no_link(directory / IDENTITY))
+
+    def _discard_old_run(self) -> None:
+        """``--overwrite``: the old run's manifests first (the directory stops claiming a complete
+        run before anything it stood on goes), then its checkpoints and parts log, and what the
+        other campaign shape left (a one-search run's checkpoints and identity under a campaign of
+        several, or the old members of one under a single search).  Bank caches are kept."""
+        held = self.held_members()
+        for directory in (self.path, *(self.path / m for m in held)):
+            remove(no_link(directory / MANIFEST))
+        remove(no_link(self.path / PARTS))
+        for directory in self.directories():
+            remove(no_link(directory / CHUNKS))
+        if self.members:
+            remove(no_link(self.path / IDENTITY))
+            remove(no_link(self.path / CHUNKS))
+        for name in held:
+            if name not in self.members:
+                for own in (CHUNKS, IDENTITY, MEMBER_MARKER):
+                    remove(no_link(self.path / name / own))
 
     def chunks(self, member: str) -> Path:
         return no_link(self.member_dir(member) / CHUNKS)

@@ -25,7 +25,7 @@ import numpy as np
 
 from gwbatch.conditioning import psd as psd_mod
 from gwbatch.config import BankConfig
-from gwbatch.errors import GwbatchError
+from gwbatch.errors import DataError, GwbatchError
 from gwbatch.io.banks import load_bank, read_bank_file, read_bank_psd, save_bank
 from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place, template_duration
 from gwbatch.waveforms import Template, load_approximant
@@ -70,16 +70,43 @@ def placed_templates(cfg: BankConfig, psd: psd_mod.PSD, cache: str | Path | None
                        "psd": psd.fingerprint()}, sort_keys=True).encode()
     path = Path(cache) / f"{cfg.name}-placement-{hashlib.sha256(blob).hexdigest()[:16]}.json" if cache else None
     if path is not None and path.exists():
-        rows = json.loads(path.read_text())["templates"]
-        return [Template(*row) for row in rows]
+        try:
+            return _read_placement(path)
+        except ValueError as exc:
+            log.warning("bank %s: the cached placement %s is damaged (%s); placing again", cfg.name, path, exc)
     templates = place(cfg, psd)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [[t.mass1, t.mass2, t.spin1z, t.spin2z] for t in templates]
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"bank": cfg.name, "placement_psd": psd.source,
-                                   "templates": [[t.mass1, t.mass2, t.spin1z, t.spin2z] for t in templates]}))
+        tmp.write_text(json.dumps({"bank": cfg.name, "placement_psd": psd.source, "templates": rows,
+                                   "sha256": _rows_digest(rows)}))
         tmp.replace(path)
     return templates
+
+
+def _rows_digest(rows: list) -> str:
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def _read_placement(path: Path) -> list[Template]:
+    """A cached placement, checked: JSON, four finite numbers a template (masses > 0, spins in
+    [-1, 1]) and, where recorded, the rows' SHA-256; anything else is a ``ValueError``."""
+    try:
+        doc = json.loads(path.read_text())
+        rows = doc["templates"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+    if "sha256" in doc and doc["sha256"] != _rows_digest(rows):
+        raise ValueError("its rows do not match their recorded SHA-256")
+    values = np.asarray(rows, dtype=object)
+    if not rows or values.ndim != 2 or values.shape[1] != 4 or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.ravel()):
+        raise ValueError("its templates are not rows of four numbers (mass1, mass2, spin1z, spin2z)")
+    m = np.asarray(rows, dtype=np.float64)
+    if not (np.isfinite(m).all() and (m[:, :2] > 0).all() and (np.abs(m[:, 2:]) <= 1).all()):
+        raise ValueError("a template has a non-finite value, a mass <= 0 or a spin beyond [-1, 1]")
+    return [Template(*row) for row in rows]
 
 
 #: Relative PSD difference under which a cached bank is reused: far above the last-bit differences
@@ -130,8 +157,13 @@ def build_bank(cfg: BankConfig, psd: psd_mod.PSD, *, parallel: Callable = in_pro
         templates = place(cfg, psd, read_bank_file(cfg.file) if cfg.file else None)
     path = cached_bank_path(cfg, psd, templates, cache) if cache else None
     if path is not None and path.exists():
-        log.info("bank %s: cached at %s", cfg.name, path)
-        return load_bank(path), path
+        try:
+            bank = load_bank(path)
+        except DataError as exc:  # a damaged cache entry is built again, as a damaged checkpoint is rerun
+            log.warning("bank %s: %s; building it again", cfg.name, exc)
+        else:
+            log.info("bank %s: cached at %s", cfg.name, path)
+            return bank, path
     load_approximant(cfg.approximant)  # a bad name fails here; forked workers inherit the generator
     log.info("bank %s: building %d templates for %s", cfg.name, len(templates), psd.source)
     # Longest first (the map runs items in the order given): a bank's templates differ twentyfold in
