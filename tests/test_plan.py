@@ -189,3 +189,15 @@ def test_resume_identity_holds_what_auto_resolved_to(small_store, monkeypatch):
     monkeypatch.setattr(workflow.plan, "AUTO_SLIDES", 3000)
     fewer = identity(spiir)  # 3000 x 41 / 1024 s + 2 x 0.017 s over 0.75, up to 16 s: 176 s chunks
     assert identity_changes(now, fewer) == ["background.deep_slides: 6292 -> 2900", "plan.chunk: 6688.0 -> 176.0"]
+
+
+def test_long_identity_values_that_differ_are_shown_apart():
+    """A resume refusal names what differs; two long values (a bank's content) that differ only
+    past the cut are shown with a short hash each, not as the same text twice."""
+    from workflow.resume import identity_changes
+
+    a = {"settings": {"search": {"bank": {"templates": "x" * 100 + "1"}}}}
+    b = {"settings": {"search": {"bank": {"templates": "x" * 100 + "2"}}}}
+    (line,) = identity_changes(a, b)
+    before, after = line.split(": ", 1)[1].split(" -> ")
+    assert line.startswith("search.bank.templates: ") and before != after and "(sha256 " in before

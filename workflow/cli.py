@@ -662,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"
         left = ("finished chunks are checkpointed (rerun with --resume)" if args.command == "run"
-                else "written blocks are kept: the same command resumes" if getattr(args, "format", "") == "frames"
+                else "the blocks written so far are kept: the same command resumes" if getattr(args, "format", "") == "frames"
                 else "nothing partial is left")
         print(f"gwbatch: {what}; {left}", file=sys.stderr)
         return getattr(exc, "exit_code", 130)

@@ -102,8 +102,12 @@ def identity_changes(before: dict, now: dict, shown: int = 12) -> list[str]:
 
 
 def _brief(value, limit: int = 60) -> str:
+    """``value`` as JSON, cut to ``limit`` characters with a short hash of the whole, so two long
+    values that differ past the cut (a bank's content) are not shown alike."""
     text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 4] + " ..."
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 20]} ... (sha256 {hashlib.sha256(text.encode()).hexdigest()[:8]})"
 
 
 def check_identity(run: RunDirectory, name: str, identity: dict) -> None:
