@@ -33,6 +33,10 @@ def _check(injections: pd.DataFrame, name: str) -> pd.DataFrame:
     return injections[injections["analysed"].to_numpy(bool)]
 
 
+#: Injection indices drawn at once by the bootstrap (memory ~8 bytes each, times the thresholds).
+BOOTSTRAP_DRAWS = 1 << 22
+
+
 def sensitive_vt(injections: pd.DataFrame, livetime: float, thresholds, *, bootstrap: int = 1000, seed: int = 0,
                  name: str = "injections") -> pd.DataFrame:
     """VT (Mpc^3 yr) at each IFAR threshold (years), with its bootstrap error: columns ``ifar_years``,
@@ -43,13 +47,17 @@ def sensitive_vt(injections: pd.DataFrame, livetime: float, thresholds, *, boots
     weight = inj["volume"].to_numpy(np.float64) / (1.0 + inj["redshift"].to_numpy(np.float64))
     ifar = np.where(inj["found"].to_numpy(bool), inj["found_ifar_years"].to_numpy(np.float64), -np.inf)
     years = livetime / SECONDS_PER_YEAR
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(inj), size=(bootstrap, len(inj))) if bootstrap else None
+    xs = np.atleast_1d(np.asarray(thresholds, dtype=np.float64))
+    hits = weight[None, :] * (ifar[None, :] >= xs[:, None])  # (thresholds, injections)
+    means = np.empty((xs.size, bootstrap))
+    rng, block = np.random.default_rng(seed), max(1, BOOTSTRAP_DRAWS // len(inj))
+    for first in range(0, bootstrap, block):  # resamplings in blocks: bounded memory for any count
+        draws = rng.integers(0, len(inj), size=(min(block, bootstrap - first), len(inj)))
+        means[:, first: first + draws.shape[0]] = hits[:, draws].mean(axis=2)
     rows = []
-    for x in np.atleast_1d(np.asarray(thresholds, dtype=np.float64)):
-        hit = weight * (ifar >= x)
-        error = float(np.std(hit[draws].mean(axis=1))) * years if bootstrap else np.nan
-        rows.append({"ifar_years": x, "vt": float(hit.mean()) * years, "vt_error": error,
+    for k, x in enumerate(xs):
+        error = float(np.std(means[k])) * years if bootstrap else np.nan
+        rows.append({"ifar_years": x, "vt": float(hits[k].mean()) * years, "vt_error": error,
                      "found": int(np.count_nonzero(ifar >= x)), "injections": len(inj)})
     return pd.DataFrame(rows)
 

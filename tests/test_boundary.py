@@ -476,3 +476,26 @@ def test_example_campaign_is_written_and_runs(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "runs" / "demo" / "manifest.json").exists()
     assert main(["config", "example", "gw150914", "--out", "more"]) == 0
     assert (tmp_path / "more" / "configs" / "banks" / "bbh.yaml").exists()
+
+
+def test_example_names_are_names_and_links_are_replaced_not_followed(tmp_path, capsys):
+    """``config example NAME`` takes only a listed name (``../x`` read and wrote outside ``--out``),
+    replaces a link where it writes instead of writing through it, and checks every target before
+    writing any (a campaign was written without its bank when ``configs/banks`` was a file)."""
+    from workflow.cli import main
+
+    outside = tmp_path / "evil.yaml"
+    outside.write_text("name: evil\n")
+    assert main(["config", "example", "../../evil", "--out", str(tmp_path / "a" / "b")]) == 2
+    assert "no example campaign '../../evil'; the examples are: " in capsys.readouterr().err
+    victim = tmp_path / "victim.yaml"
+    victim.write_text("precious\n")
+    (tmp_path / "c" / "configs").mkdir(parents=True)
+    (tmp_path / "c" / "configs" / "demo.yaml").symlink_to(victim)
+    assert main(["config", "example", "demo", "--out", str(tmp_path / "c"), "--overwrite"]) == 0
+    assert victim.read_text() == "precious\n" and not (tmp_path / "c" / "configs" / "demo.yaml").is_symlink()
+    (tmp_path / "d" / "configs").mkdir(parents=True)
+    (tmp_path / "d" / "configs" / "banks").write_text("a file where the banks go\n")
+    assert main(["config", "example", "gw150914", "--out", str(tmp_path / "d")]) == 4
+    assert "a file where a directory must be" in capsys.readouterr().err
+    assert not (tmp_path / "d" / "configs" / "gw150914.yaml").exists()

@@ -158,3 +158,70 @@ def test_bayestar_localises_an_exported_bns_candidate(bns_run, tmp_path):
 
 def test_export_needs_a_complete_run(tmp_path):
     assert main(["export", str(tmp_path), "--out", str(tmp_path / "x")]) != 0
+
+
+def _pulse_suite(store, directory):
+    """Two pulse searches (thresholds 5 and 6) of one store as members ``a`` and ``b``."""
+    import yaml
+
+    member = lambda thr: {"search": {"kind": "pulse", "threshold": thr, "decimation": [16, 8, 8]},  # noqa: E731
+                          "background": {"slides": 20}, "plan": {"chunk": 64.0}}
+    path = directory / "suite.yaml"
+    path.write_text(yaml.safe_dump({"name": "two", "data": {"store": str(store)},
+                                    "searches": {"a": member(5.0), "b": member(6.0)},
+                                    "cluster": {"kind": "in-process"}, "backend": "numpy"}))
+    return path
+
+
+def test_export_and_vt_refuse_what_would_be_wrong(small_store, tmp_path, capsys):
+    """Two searches of one kind export to directories named by member (they shared ``pulse-<GPS>``
+    and one overwrote the other); ``--gps`` refuses a non-finite time and one no candidate is near
+    (it exported the nearest, however far); a refused output leaves nothing new; a damaged
+    manifest is one line, not a traceback; ``vt --out`` never replaces a file it did not write."""
+    run = tmp_path / "run"
+    assert main(["run", str(_pulse_suite(small_store, tmp_path)), "--out", str(run), "--no-progress"]) == 0
+    a, b = (pd.read_parquet(run / m / "candidates.parquet") for m in ("a", "b"))
+    shared = sorted(set(np.round(a["gps_time"], 4)) & set(np.round(b["gps_time"], 4)))
+    assert shared  # the louder candidates are both members'
+    out = tmp_path / "x"
+    assert main(["export", str(run), "--far", "inf", "--out", str(out)]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == len(a) + len(b) and f"a-{shared[0]:.4f}" in names and f"b-{shared[0]:.4f}" in names
+    capsys.readouterr()
+    assert main(["export", str(run), "--gps", "nan", "--out", str(tmp_path / "y")]) == 2
+    assert "--gps must be a finite GPS time" in capsys.readouterr().err
+    assert main(["export", str(run), "--gps", "2000000000", "--out", str(tmp_path / "y")]) == 3
+    assert "within 1 s of GPS 2000000000.0000" in capsys.readouterr().err
+    first = out / names[0] / "coinc.xml"
+    before = sorted(p.name for p in out.iterdir())
+    (out / names[0] / "coinc.xml").unlink()
+    for name in names[1:]:
+        (out / name / "coinc.xml").unlink()
+    first.write_text("kept")
+    assert main(["export", str(run), "--far", "inf", "--out", str(out)]) == 4  # one exists: nothing written
+    assert "exist(s); pass --overwrite" in capsys.readouterr().err
+    assert [p.name for p in out.rglob("coinc.xml")] == ["coinc.xml"] and first.read_text() == "kept"
+    assert sorted(p.name for p in out.iterdir()) == before
+    manifest = run / "a" / "manifest.json"
+    manifest.write_text(manifest.read_text()[:100])
+    assert main(["export", str(run), "--out", str(tmp_path / "z")]) == 3
+    err = capsys.readouterr().err
+    assert "manifest.json cannot be read (JSONDecodeError)" in err and "Traceback" not in err
+    assert main(["vt", str(run / "b"), "--out", str(run / "b" / "manifest.json")]) == 4
+    assert "is not a gwbatch VT table: it is never replaced" in capsys.readouterr().err
+    assert '"status": "complete"' in (run / "b" / "manifest.json").read_text()
+
+
+def test_export_refuses_a_bank_edited_since_the_run(small_store, tmp_path, capsys):
+    """The SNR series are recomputed from the bank file; one edited since the run would give another
+    template's series (a peak of 11 where the candidate had 17), so export refuses, naming it."""
+    bank = tmp_path / "bank.yaml"
+    bank.write_text(open("configs/banks/bbh-small.yaml").read())
+    run = tmp_path / "run"
+    run_campaign(coherent_campaign(small_store, run, bank=str(bank)), progress=False)
+    assert len(pd.read_parquet(run / "candidates.parquet"))
+    bank.write_text(bank.read_text().replace("mass2: [10.0, 16.0]", "mass2: [10.0, 14.0]", 1))
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 3
+    err = capsys.readouterr().err
+    assert "the search settings now differ from the run's run.json" in err and "search.bank" in err
+    assert not (tmp_path / "x").exists()

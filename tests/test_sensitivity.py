@@ -132,7 +132,8 @@ def test_vt_command_refuses_bad_arguments(tmp_path, capsys):
     assert main(["vt", str(tmp_path), "--ifar", "1,-2"]) == 2
     assert "--ifar thresholds must be years >= 0, got -2.0" in capsys.readouterr().err
     assert main(["vt", str(tmp_path), "--bootstrap", "-1"]) == 2
-    assert "--bootstrap must be a number of resamplings >= 0, got -1" in capsys.readouterr().err
+    assert "--bootstrap must be a number of resamplings in [0, 100000], got -1" in capsys.readouterr().err
+    assert main(["vt", str(tmp_path), "--bootstrap", "2000000000"]) == 2  # was a MemoryError traceback
     assert main(["vt", str(tmp_path)]) == 3  # no manifest: not a finished run
     assert "is not a finished run: no manifest.json" in capsys.readouterr().err
     assert not (tmp_path / "vt.json").exists()

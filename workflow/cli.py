@@ -328,8 +328,8 @@ def cmd_vt(args) -> int:
     bad = [x for x in thresholds if not 0 <= x < float("inf")]
     if bad:
         raise ConfigError(f"--ifar thresholds must be years >= 0, got {', '.join(map(str, bad))}")
-    if args.bootstrap < 0:
-        raise ConfigError(f"--bootstrap must be a number of resamplings >= 0, got {args.bootstrap}")
+    if not 0 <= args.bootstrap <= 100_000:
+        raise ConfigError(f"--bootstrap must be a number of resamplings in [0, 100000], got {args.bootstrap}")
     return run_vt(args.run, thresholds, bootstrap=args.bootstrap, out=args.out)
 
 

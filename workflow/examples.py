@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from gwbatch.errors import ConfigError, OutputError
+from gwbatch.io.tables import write_bytes
 
 PREFIX = "configs/"  # how the examples name each other's files
 
@@ -44,20 +45,24 @@ def _named_files(text: dict) -> list[str]:
 def write_example(name: str, out: Path, *, overwrite: bool = False) -> list[str]:
     """Write example ``name`` to ``out/configs/NAME.yaml`` with the files it names; return what to
     print (what was written and the store the campaign reads)."""
+    names = [line.split()[0] for line in list_examples()]
+    if name not in names:  # a name, never a path: "../x" must not read or write outside
+        raise ConfigError(f"no example campaign {name!r}; the examples are: {', '.join(names)}")
     source = _examples() / f"{name}.yaml"
-    if not source.is_file():
-        names = ", ".join(line.split()[0] for line in list_examples())
-        raise ConfigError(f"no example campaign {name!r}; the examples are: {names}")
     text = yaml.safe_load(source.read_text())
     paths = [f"{PREFIX}{name}.yaml"] + _named_files(text)
     targets = [out / p for p in paths]
     existing = [str(t) for t in targets if t.exists()]
     if existing and not overwrite:
         raise OutputError(f"{', '.join(existing)} exist(s); use --overwrite to replace, or another --out")
+    blocked = [str(t) for t in targets if t.is_dir() or any(p.exists() and not p.is_dir() for p in t.parents)]
+    if blocked:  # checked before anything is written, so a refusal leaves no campaign without its bank
+        raise OutputError(f"cannot write {', '.join(blocked)}: a directory is in the way, or a file where a "
+                          "directory must be")
     for path, target in zip(paths, targets):
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes((_examples() / path[len(PREFIX):]).read_bytes())
+            write_bytes((_examples() / path[len(PREFIX):]).read_bytes(), target)  # replaces a link, never follows it
         except OSError as exc:
             raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from None
     store = (text.get("data") or {}).get("store")

@@ -2,7 +2,8 @@
 PSDs (:mod:`gwbatch.io.coinc`), one directory per candidate, as GraceDB uploads and BAYESTAR take them.
 
 Which candidates: those with ``far <= --far`` (Hz), else the ``--top`` most significant (default 1),
-or the one nearest ``--gps``.  Each gets ``OUT/<search>-<GPS>/coinc.xml`` (the candidate's tables,
+or the one nearest ``--gps`` (within :data:`GPS_REACH`).  Each gets ``OUT/<search>-<GPS>/coinc.xml``
+(``<member>-<GPS>`` in a campaign of several searches; the candidate's tables,
 the PSDs of the chunk that owns it and, for a compact-binary candidate, each detector's complex SNR
 series) and ``psd.xml.gz`` (the PSDs alone).  The PSDs are the ones the chunk measured and whitened
 with (the run's ``psd.h5``).
@@ -23,16 +24,19 @@ import numpy as np
 import pandas as pd
 
 import gwbatch
-from gwbatch.errors import ConfigError, DataError
+from gwbatch.errors import ConfigError, DataError, OutputError
 from gwbatch.io.coinc import Candidate, Single, coinc_document, psd_document, write_document
 from gwbatch.io.psds import FILE as PSD_FILE
 from gwbatch.io.psds import read_psds
 from gwbatch.searches import get_search
+from workflow.rundir import finished_manifest
 
 #: Seconds of SNR series either side of each detector's peak (BAYESTAR trims to what it needs: the
 #: light travel time plus the template's autocorrelation length).
 SNR_SERIES_S = 0.1
 FORMATS = ("coinc",)
+#: ``--gps`` takes the nearest candidate within this many seconds, else refuses.
+GPS_REACH = 1.0
 
 
 @dataclass
@@ -56,27 +60,33 @@ def run_members(run: Path) -> list[RunMember]:
         table = folder / "candidates.parquet"
         if not table.exists():
             raise DataError(f"{folder}: no candidates.parquet")
-        out.append(RunMember(name, folder, m, pd.read_parquet(table)))
+        out.append(RunMember(name, folder, m, _candidates(table)))
     return out
 
 
 def _manifest(folder: Path) -> dict:
-    path = folder / "manifest.json"
-    if not path.exists():
-        raise DataError(f"{folder} is not a finished run: no manifest.json")
-    m = json.loads(path.read_text())
-    if m.get("status") != "complete":
-        raise DataError(f"{folder}: the run's status is {m.get('status')!r}, not complete; export needs a complete run")
-    return m
+    return finished_manifest(folder, "export")
+
+
+def _candidates(table: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(table)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{table} cannot be read ({type(exc).__name__}): the run's outputs are damaged") from None
 
 
 def select(candidates: pd.DataFrame, *, far: float | None = None, top: int | None = None,
            gps: float | None = None) -> pd.DataFrame:
-    """The candidates to export (module docstring), most significant first."""
+    """The candidates to export (module docstring), most significant first; for ``gps``, the
+    nearest within :data:`GPS_REACH` s (none if no candidate is that near)."""
     if gps is not None:
+        if not np.isfinite(gps):
+            raise ConfigError(f"--gps must be a finite GPS time, got {gps!r}")
         if not len(candidates):
             return candidates
-        return candidates.iloc[[int(np.argmin(np.abs(candidates["gps_time"].to_numpy(np.float64) - gps)))]]
+        apart = np.abs(candidates["gps_time"].to_numpy(np.float64) - gps)
+        nearest = int(np.argmin(apart))
+        return candidates.iloc[[nearest]] if apart[nearest] <= GPS_REACH else candidates.iloc[:0]
     if far is not None:
         return candidates[candidates["far"].to_numpy(np.float64) <= far]
     return candidates.head(1 if top is None else top)
@@ -87,8 +97,9 @@ def export_run(run: Path, out: Path, *, fmt: str = "coinc", far: float | None = 
     """Write the selected candidates of ``run`` under ``out``; returns the directories written."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    written = []
-    for member in run_members(run):
+    members = run_members(run)
+    work = []  # (member, its chosen rows, their target directories): every target checked before any is written
+    for member in members:
         chosen = select(member.candidates, far=far, top=top, gps=gps)
         if not len(chosen):
             continue
@@ -96,13 +107,29 @@ def export_run(run: Path, out: Path, *, fmt: str = "coinc", far: float | None = 
         if not psd_path.exists():
             raise DataError(f"{member.folder}: no {PSD_FILE} (runs made before gwbatch wrote the PSDs it whitened "
                             "with cannot be exported with PSDs: run the campaign again)")
-        psds = read_psds(psd_path)
+        # a campaign of several searches (two of one kind, say) names each directory by its member
+        targets = [out / f"{member.name or row['search']}-{float(row['gps_time']):.4f}" for _, row in chosen.iterrows()]
+        work.append((member, chosen, targets))
+    if gps is not None and not work:
+        raise DataError(f"no candidate of {run} within {GPS_REACH:g} s of GPS {gps:.4f}")
+    targets = [t for _, _, ts in work for t in ts]
+    for t in targets:
+        if t.exists() and not t.is_dir() or (t / "coinc.xml").is_dir() or any(q.exists() and not q.is_dir()
+                                                                              for q in t.parents):
+            raise OutputError(f"cannot write {t / 'coinc.xml'}: a file or directory is in the way")
+    existing = [str(t / "coinc.xml") for t in targets if (t / "coinc.xml").exists()]
+    if existing and not overwrite:
+        raise OutputError(f"{', '.join(existing[:3])}{' ...' if len(existing) > 3 else ''} exist(s); pass --overwrite "
+                          "to replace")
+    written = []
+    for member, chosen, member_targets in work:
+        psds = read_psds(member.folder / PSD_FILE)
         series = SnrSeries(member) if get_search(member.manifest["campaign"]["search"]["kind"]).modelled else None
-        for _, row in chosen.iterrows():
-            target = out / f"{row['search']}-{float(row['gps_time']):.4f}"
-            if (target / "coinc.xml").exists() and not overwrite:
-                raise DataError(f"{target / 'coinc.xml'} exists; pass --overwrite to replace it")
-            written.append(write_candidate(target, member, row, psds, series))
+        for (_, row), target in zip(chosen.iterrows(), member_targets):
+            try:
+                written.append(write_candidate(target, member, row, psds, series))
+            except OSError as exc:
+                raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from None
     return written
 
 
@@ -162,6 +189,16 @@ class SnrSeries:
             raise DataError(f"store {campaign.data.store} is not the one the run read (its identity differs from "
                             "the run's run.json): the SNR series cannot be recomputed")
         self.plan = member_plan(member.name, campaign, self.meta)
+        recorded_settings = (_recorded_identity(member.folder) or {}).get("settings")
+        if recorded_settings is not None:
+            from workflow.resume import identity_changes, run_identity
+
+            now = run_identity(campaign, self.meta, self.plan)["settings"]["search"]
+            if now != recorded_settings.get("search"):
+                raise DataError(f"{member.folder}: the search settings now differ from the run's run.json (its bank "
+                                "file edited since?), so the SNR series would be of other templates:\n  "
+                                + "\n  ".join(identity_changes({"search": recorded_settings.get("search")},
+                                                                {"search": now})))
         self.resources = prepare_one(self.plan, self.meta, member.folder, campaign.cluster, progress=False)
 
     def around(self, row: pd.Series, candidate: Candidate) -> dict[str, tuple[float, float, np.ndarray]]:
@@ -204,10 +241,22 @@ class SnrSeries:
                             "cannot be recomputed")
 
 
+def _recorded_identity(folder: Path) -> dict | None:
+    """What the run recorded it computes (its ``run.json``), or None."""
+    path = folder / "run.json"
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{path} cannot be read ({type(exc).__name__}): the run's outputs are damaged") from None
+    return doc if isinstance(doc, dict) else None
+
+
 def _recorded_store(folder: Path) -> dict | None:
     """The store identity the run recorded (its ``run.json``, or the campaign's above a member)."""
     for path in (folder / "run.json", folder.parent / "run.json"):
         if path.exists():
-            doc = json.loads(path.read_text())
+            doc = _recorded_identity(path.parent) or {}
             return doc.get("store") or (doc.get("members") or {}).get(folder.name, {}).get("store")
     return None

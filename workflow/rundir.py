@@ -50,7 +50,7 @@ import socket
 from pathlib import Path
 from typing import Iterator
 
-from gwbatch.errors import ConfigError, OutputError
+from gwbatch.errors import ConfigError, DataError, OutputError
 from gwbatch.io.tables import write_json
 
 log = logging.getLogger("gwbatch")
@@ -69,8 +69,10 @@ JOURNAL = "COMMIT"
 #: The final set's files besides the manifest, and the skymaps directory.
 #: Heimdall's text format of the radio search's candidates (:func:`gwbatch.radio.candidates.write_heimdall_cands`).
 CAND_FILE = "candidates.cand"
+#: ``gwbatch vt RUN``'s table: made from one final set, so a new final set discards it.
+VT_FILE = "vt.json"
 FINAL_FILES = ("candidates.parquet", "triggers.parquet", "background.parquet", "injections.parquet",
-               "gates.parquet", "psd.h5", CAND_FILE, "report.html")
+               "gates.parquet", "psd.h5", CAND_FILE, "report.html", VT_FILE)
 #: Every name the run directory uses itself (a search member cannot be named so).
 OWN_NAMES = (MARKER, MEMBER_MARKER, LOCK, IDENTITY, CHUNKS, PARTS, BANKS, SKYMAPS, MANIFEST, STAGING, *FINAL_FILES)
 
@@ -251,6 +253,30 @@ class Lock:
 
 # ----------------------------------------------------------------------------------------------
 # The run directory
+
+
+def finished_manifest(folder: Path, needs: str) -> dict:
+    """The ``manifest.json`` of a complete run in ``folder`` (for ``needs``: "export", "VT"), or a
+    :class:`DataError` saying what is missing or damaged."""
+    path = Path(folder) / MANIFEST
+    if not path.exists():
+        raise DataError(f"{folder} is not a finished run: no manifest.json")
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{path} cannot be read ({type(exc).__name__}): the run's outputs are damaged") from None
+    if not isinstance(m, dict):
+        raise DataError(f"{path} is not a gwbatch manifest (a JSON {type(m).__name__})")
+    if m.get("status") != "complete":
+        raise DataError(f"{folder}: the run's status is {m.get('status')!r}, not complete; {needs} needs a complete run")
+    members = m.get("members") or []
+    if not (isinstance(members, list) and all(isinstance(x, dict) and isinstance(x.get("name"), str) for x in members)):
+        raise DataError(f"{path}: its members are not a list of named searches: damaged")
+    campaign = m.get("campaign")
+    kind = (campaign.get("search") or {}).get("kind") if isinstance(campaign, dict) else None
+    if not members and not isinstance(kind, str):
+        raise DataError(f"{path} names no search kind (campaign.search.kind): not a gwbatch manifest, or damaged")
+    return m
 
 
 def run_state(path: Path) -> str:

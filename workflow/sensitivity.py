@@ -11,23 +11,38 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from gwbatch.errors import DataError, OutputError
 from gwbatch.io.tables import write_json
 from gwbatch.sensitivity import sensitive_vt, union_found
+from workflow.rundir import VT_FILE, finished_manifest
 
 
 def _read_member(folder: Path) -> tuple[pd.DataFrame, float]:
-    manifest, table = folder / "manifest.json", folder / "injections.parquet"
-    if not manifest.exists():
-        raise DataError(f"{folder} is not a finished run: no manifest.json")
-    m = json.loads(manifest.read_text())
-    if m.get("status") != "complete":
-        raise DataError(f"{folder}: the run's status is {m.get('status')!r}, not complete; VT needs a complete run")
+    m, table = finished_manifest(folder, "VT"), folder / "injections.parquet"
     if not table.exists():
         raise DataError(f"{folder}: no injections.parquet; VT needs a run over a store with injections")
-    return pd.read_parquet(table), float(m["livetime"]["zero_lag_seconds"])
+    try:
+        live = float((m.get("livetime") or {})["zero_lag_seconds"])
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{folder}/manifest.json holds no zero-lag livetime (livetime.zero_lag_seconds): damaged") from None
+    try:
+        return pd.read_parquet(table), live
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{table} cannot be read ({type(exc).__name__}): the run's outputs are damaged") from None
+
+
+METHOD = "VT = T mean_i[found_i V_i / (1 + z_i)] over analysed injections uniform in comoving volume (gwbatch.sensitivity)"
+
+
+def _is_vt_table(path: Path) -> bool:
+    """Whether ``path`` holds a VT table this command wrote (what it may replace)."""
+    try:
+        return json.loads(path.read_text()).get("method") == METHOD
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
 
 
 def _search_kind(manifest: dict) -> str:
@@ -37,10 +52,10 @@ def _search_kind(manifest: dict) -> str:
 
 
 def run_vt(run: Path, thresholds, *, bootstrap: int = 1000, out: Path | None = None) -> int:
-    manifest = run / "manifest.json"
-    if not manifest.exists():
-        raise DataError(f"{run} is not a finished run: no manifest.json")
-    record = json.loads(manifest.read_text())
+    target = out or run / VT_FILE
+    if target.is_dir() or target.exists() and not _is_vt_table(target):
+        raise OutputError(f"{target} exists and is not a gwbatch VT table: it is never replaced; choose another --out")
+    record = finished_manifest(run, "VT")
     members = record.get("members") or []
     searches = {m["name"]: _read_member(run / m["name"]) for m in members} if members else {
         _search_kind(record): _read_member(run)}
@@ -55,11 +70,11 @@ def run_vt(run: Path, thresholds, *, bootstrap: int = 1000, out: Path | None = N
     print("search        IFAR >= (yr)   VT (Mpc^3 yr)          found / injections")
     for r in table.itertuples():
         print(f"{r.search:<13} {r.ifar_years:>11.3g}   {r.vt:10.4g} +- {r.vt_error:<9.3g} {r.found:>6d} / {r.injections}")
-    target = out or run / "vt.json"
+    target = out or run / VT_FILE
+    rows = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()}
+            for r in table.to_dict(orient="records")]  # no bootstrap: the error is null (JSON has no NaN)
     try:
-        write_json({"method": "VT = T mean_i[found_i V_i / (1 + z_i)] over analysed injections "
-                              "uniform in comoving volume (gwbatch.sensitivity)",
-                    "bootstrap": bootstrap, "rows": table.to_dict(orient="records")}, target)
+        write_json({"method": METHOD, "bootstrap": bootstrap, "rows": rows}, target)
     except OSError as exc:
         raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from None
     print(f"wrote {target}")

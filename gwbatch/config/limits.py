@@ -48,7 +48,8 @@ MAX_ERROR_LINES = 20
 #: The run directory's own entries: a member of a multi-search campaign (whose outputs go to
 #: ``<output>/<member>/``) cannot take one of these names (compared without case).
 RESERVED_NAMES = ("manifest.json", "candidates.parquet", "triggers.parquet", "background.parquet",
-                  "injections.parquet", "gates.parquet", "psd.h5", "candidates.cand", "report.html", "chunks", "banks", "skymaps", "parts.jsonl",
+                  "injections.parquet", "gates.parquet", "psd.h5", "candidates.cand", "report.html", "vt.json", "chunks", "banks",
+                  "skymaps", "parts.jsonl",
                   "run.json")
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"

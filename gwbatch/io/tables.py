@@ -63,6 +63,11 @@ def write_json(obj, path: str | os.PathLike) -> Path:
     return _atomic(Path(path), lambda fh: fh.write(text.encode()))
 
 
+def write_bytes(data: bytes, path: str | os.PathLike) -> Path:
+    """Write ``data``, atomically (never through a symlink at ``path``)."""
+    return _atomic(Path(path), lambda fh: fh.write(data))
+
+
 def write_array(array: np.ndarray, path: str | os.PathLike) -> Path:
     """Write an array as ``.npy`` (no pickles), atomically."""
     return _atomic(Path(path), lambda fh: np.save(fh, np.asarray(array), allow_pickle=False))
