@@ -195,6 +195,16 @@ def test_an_overwrite_cut_short_no_longer_claims_the_old_run(small_store, finish
     assert run(config, finished, "--resume", "--set", "search.threshold=5.5") == 0
 
 
+def test_a_new_final_set_discards_the_old_vt_table(small_store, finished, tmp_path):
+    """``vt.json`` is made from one final set: a new final set (here an ``--overwrite`` with another
+    threshold) discards it instead of leaving the old run's VT beside the new tables."""
+    from workflow.sensitivity import METHOD
+
+    (finished / "vt.json").write_text(json.dumps({"method": METHOD, "bootstrap": 0, "rows": []}))
+    assert run(campaign_file(small_store, tmp_path), finished, "--overwrite", "--set", "search.threshold=5.5") == 0
+    assert not (finished / "vt.json").exists()
+
+
 # -- finding 2: one run at a time ----------------------------------------------------------------
 
 
