@@ -499,3 +499,14 @@ def test_example_names_are_names_and_links_are_replaced_not_followed(tmp_path, c
     assert main(["config", "example", "gw150914", "--out", str(tmp_path / "d")]) == 4
     assert "a file where a directory must be" in capsys.readouterr().err
     assert not (tmp_path / "d" / "configs" / "gw150914.yaml").exists()
+
+
+@pytest.mark.parametrize("seconds", ["nan", "-5", "inf", "1e9"])
+def test_bank_psd_seconds_are_checked(tmp_path, capsys, seconds):
+    """``gwbatch bank place|build --store S --psd-seconds X``: X is seconds in (0, 4096], as the
+    campaign's ``search.psd_seconds`` (nan, -5 and inf were tracebacks)."""
+    from workflow.cli import main
+
+    assert main(["bank", "place", "configs/banks/bbh-small.yaml", "--store", str(tmp_path / "s.zarr"), "--ifo", "H1",
+                 "--psd-seconds", seconds, "--out", str(tmp_path / "b.h5")]) == 2
+    assert "--psd-seconds must be a number of seconds in (0, 4096]" in capsys.readouterr().err

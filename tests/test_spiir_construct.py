@@ -224,3 +224,12 @@ def test_damaged_bank_cache_entries_are_made_again(tmp_path, caplog):
         again, where = build_bank(cfg, psd, cache=cache, templates=templates[:3])
     assert where == path and "cannot read bank" in caplog.text and "building it again" in caplog.text
     assert np.array_equal(again.a, bank.a) and np.array_equal(again.b, bank.b)
+    import h5py
+
+    from gwbatch.errors import DataError
+    from gwbatch.io.banks import load_bank
+
+    with h5py.File(path, "r+") as f:  # an attribute gone: one error, not a KeyError traceback
+        del f.attrs["name"]
+    with pytest.raises(DataError, match="cannot read bank .*KeyError"):
+        load_bank(path)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import shlex
 import signal
 import sys
@@ -251,6 +252,8 @@ def _bank_psd(args, sample_rate: float):
     if args.store is not None:
         if not args.ifo:
             raise ConfigError("--store needs --ifo (the detector whose data gives the PSD)")
+        if not (math.isfinite(args.psd_seconds) and 0 < args.psd_seconds <= 4096):
+            raise ConfigError(f"--psd-seconds must be a number of seconds in (0, 4096], got {args.psd_seconds!r}")
         meta = read_meta(args.store)
         fs = meta.sample_rate
         if abs(fs - sample_rate) > 1e-9:

@@ -99,10 +99,10 @@ def load_bank(path: str | os.PathLike) -> FilterBank:
             values = {k: fh[k][()] for k in PER_TEMPLATE}
             psd = PSD(fh["psd_frequencies"][()], fh["psd_values"][()], str(fh.attrs["psd_source"]))
             attrs = dict(fh.attrs)
-    except (OSError, KeyError, ValueError) as exc:
+        return FilterBank(
+            name=str(attrs["name"]), approximant=str(attrs["approximant"]), sample_rate=float(attrs["sample_rate"]),
+            f_low=float(attrs["f_low"]), psd=psd, fingerprint=str(attrs["fingerprint"]),
+            config=json.loads(attrs["config"]), **values,
+        )
+    except (OSError, KeyError, ValueError, TypeError) as exc:
         raise DataError(f"cannot read bank {path}: {type(exc).__name__}: {exc}") from None
-    return FilterBank(
-        name=str(attrs["name"]), approximant=str(attrs["approximant"]), sample_rate=float(attrs["sample_rate"]),
-        f_low=float(attrs["f_low"]), psd=psd, fingerprint=str(attrs["fingerprint"]),
-        config=json.loads(attrs["config"]), **values,
-    )
