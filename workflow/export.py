@@ -29,7 +29,7 @@ from gwbatch.io.coinc import Candidate, Single, coinc_document, psd_document, wr
 from gwbatch.io.psds import FILE as PSD_FILE
 from gwbatch.io.psds import read_psds
 from gwbatch.searches import get_search
-from workflow.rundir import finished_manifest
+from workflow.rundir import finished_manifest, run_table
 
 #: Seconds of SNR series either side of each detector's peak (BAYESTAR trims to what it needs: the
 #: light travel time plus the template's autocorrelation length).
@@ -51,28 +51,17 @@ class RunMember:
 
 def run_members(run: Path) -> list[RunMember]:
     """The run's searches (one, or each member of a campaign of several), each complete."""
-    manifest = _manifest(run)
+    manifest = finished_manifest(run, "export")
     names = [m["name"] for m in manifest.get("members") or []]
     folders = [(n, run / n) for n in names] if names else [("", run)]
     out = []
     for name, folder in folders:
-        m = manifest if not names else _manifest(folder)
+        m = manifest if not names else finished_manifest(folder, "export")
         table = folder / "candidates.parquet"
         if not table.exists():
             raise DataError(f"{folder}: no candidates.parquet")
-        out.append(RunMember(name, folder, m, _candidates(table)))
+        out.append(RunMember(name, folder, m, run_table(table)))
     return out
-
-
-def _manifest(folder: Path) -> dict:
-    return finished_manifest(folder, "export")
-
-
-def _candidates(table: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(table)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{table} cannot be read ({type(exc).__name__}): the run's outputs are damaged") from None
 
 
 def select(candidates: pd.DataFrame, *, far: float | None = None, top: int | None = None,

@@ -279,6 +279,16 @@ def finished_manifest(folder: Path, needs: str) -> dict:
     return m
 
 
+def run_table(path: Path):
+    """A finished run's Parquet table, or a :class:`DataError` saying it is damaged."""
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path} cannot be read ({type(exc).__name__}): the run's outputs are damaged") from None
+
+
 def run_state(path: Path) -> str:
     """``complete`` or ``failed`` (the manifest's status), else ``unfinished`` (no manifest)."""
     try:

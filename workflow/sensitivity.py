@@ -17,7 +17,7 @@ import pandas as pd
 from gwbatch.errors import DataError, OutputError
 from gwbatch.io.tables import write_json
 from gwbatch.sensitivity import sensitive_vt, union_found
-from workflow.rundir import VT_FILE, finished_manifest
+from workflow.rundir import VT_FILE, finished_manifest, run_table
 
 
 def _read_member(folder: Path) -> tuple[pd.DataFrame, float]:
@@ -28,10 +28,7 @@ def _read_member(folder: Path) -> tuple[pd.DataFrame, float]:
         live = float((m.get("livetime") or {})["zero_lag_seconds"])
     except (KeyError, TypeError, ValueError):
         raise DataError(f"{folder}/manifest.json holds no zero-lag livetime (livetime.zero_lag_seconds): damaged") from None
-    try:
-        return pd.read_parquet(table), live
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{table} cannot be read ({type(exc).__name__}): the run's outputs are damaged") from None
+    return run_table(table), live
 
 
 METHOD = "VT = T mean_i[found_i V_i / (1 + z_i)] over analysed injections uniform in comoving volume (gwbatch.sensitivity)"
