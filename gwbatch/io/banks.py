@@ -17,6 +17,7 @@ import numpy as np
 
 from gwbatch.conditioning.psd import PSD
 from gwbatch.errors import DataError
+from gwbatch.io.atomic import atomic_file
 from gwbatch.spiir.bank import PER_TEMPLATE, FilterBank
 from gwbatch.waveforms import Template
 
@@ -49,19 +50,15 @@ def read_bank_file(path: str | os.PathLike) -> list[Template]:
 def write_bank_file(templates: list[Template], path: str | os.PathLike) -> Path:
     """Write template parameters as a bank file (columns mass1, mass2, spin1z, spin2z), atomically."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
-    with h5py.File(tmp, "w") as fh:
+    with atomic_file(path) as tmp, h5py.File(tmp, "w") as fh:
         for column in ("mass1", "mass2", "spin1z", "spin2z"):
             fh[column] = np.array([getattr(t, column) for t in templates], dtype=np.float64)
-    os.replace(tmp, path)
     return path
 
 
 def save_bank(bank: FilterBank, path: str | os.PathLike) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    with h5py.File(tmp, "w") as fh:
+    with atomic_file(path) as tmp, h5py.File(tmp, "w") as fh:
         for key in PER_TEMPLATE:
             data = getattr(bank, key)
             # the (templates, filters) arrays are mostly padding: compressed they are ~10x smaller
@@ -74,7 +71,6 @@ def save_bank(bank: FilterBank, path: str | os.PathLike) -> Path:
             "sample_rate": bank.sample_rate, "f_low": bank.f_low, "fingerprint": bank.fingerprint,
             "psd_source": bank.psd.source, "config": json.dumps(bank.config),
         })
-    os.replace(tmp, path)
     return path
 
 

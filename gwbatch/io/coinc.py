@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from gwbatch.errors import DataError
+from gwbatch.io.atomic import atomic_file
 
 #: ``process.program`` of the documents gwbatch writes.
 PROGRAM = "gwbatch"
@@ -265,12 +266,9 @@ def psd_document(psds: dict[str, tuple[np.ndarray, np.ndarray]], gps_time: float
 def write_document(doc, path: str | os.PathLike) -> Path:
     """Write a LIGO_LW document to ``path`` (gzipped when it ends in ``.gz``), atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(tmp, "wt", encoding="utf-8") as fh:
+    with atomic_file(path) as tmp, opener(tmp, "wt", encoding="utf-8") as fh:
         doc.write(fh)
-    os.replace(tmp, path)
     return path
 
 

@@ -25,6 +25,7 @@ import h5py
 import numpy as np
 
 from gwbatch.errors import DataError
+from gwbatch.io.atomic import atomic_file
 
 FORMAT = "gwbatch-psd/1"
 FILE = "psd.h5"
@@ -57,9 +58,7 @@ def write_psds(path: str | os.PathLike, psds: dict[str, ChunkPSDs], *, method: s
                segment_seconds: float | None = None) -> Path:
     """Write ``psds`` (detector -> :class:`ChunkPSDs`) to ``path``, atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    with h5py.File(tmp, "w") as fh:
+    with atomic_file(path) as tmp, h5py.File(tmp, "w") as fh:
         fh.attrs["format"] = FORMAT
         fh.attrs["method"] = method
         if segment_seconds is not None:
@@ -70,7 +69,6 @@ def write_psds(path: str | os.PathLike, psds: dict[str, ChunkPSDs], *, method: s
             g.create_dataset("psd", data=np.asarray(p.psd, np.float64), compression="gzip", shuffle=True)
             g["start"], g["stop"] = np.asarray(p.start, np.float64), np.asarray(p.stop, np.float64)
             g["segments"] = np.asarray(p.segments, np.int64)
-    os.replace(tmp, path)
     return path
 
 

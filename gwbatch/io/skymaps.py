@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gwbatch.io.atomic import atomic_file
+
 
 def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float | None = None,
                  object_name: str = "", creator: str = "gwbatch", instruments: tuple[str, ...] = (),
@@ -58,10 +60,8 @@ def write_skymap(path: str | os.PathLike, prob: np.ndarray, *, gps_time: float |
     for key, value in (extra or {}).items():
         header[key] = value
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(tmp, overwrite=True)
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp:
+        fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(tmp, overwrite=True)
     return path
 
 

@@ -68,6 +68,7 @@ import zarr
 from zarr.abc.codec import ArrayArrayCodec
 
 from gwbatch.errors import DataError, OutputError
+from gwbatch.io.atomic import process_alive
 from gwbatch.gpstime import GPSTime, check_gps_range, sample_times
 
 STORE_FORMAT = "gwbatch-strain/2"
@@ -364,16 +365,6 @@ def _consolidate(path: Path) -> None:
 # writing
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return pid > 0  # another user's process, or a PID that cannot be one
-    return True
-
-
 def remove_stale_partials(path: str | os.PathLike) -> list[Path]:
     """Remove ``.NAME.partial-PID`` directories of store ``path`` left by a writer killed on this
     host (its owner file names this host and a PID that is gone); returns those removed.
@@ -386,14 +377,14 @@ def remove_stale_partials(path: str | os.PathLike) -> list[Path]:
             continue
         try:
             owner = json.loads((partial / _OWNER).read_text())
-            stale = owner.get("host") == host and not _pid_alive(int(owner["pid"]))
+            stale = owner.get("host") == host and not process_alive(int(owner["pid"]))
         except (OSError, ValueError, KeyError, TypeError):  # no owner file: a writer of format 1
             suffix = partial.name.rsplit("-", 1)[-1]
             try:
                 old = time.time() - partial.stat().st_mtime > _LEGACY_PARTIAL_AGE
             except OSError:
                 continue
-            stale = suffix.isdigit() and not _pid_alive(int(suffix)) and old
+            stale = suffix.isdigit() and not process_alive(int(suffix)) and old
         if stale:
             shutil.rmtree(partial, ignore_errors=True)
             removed.append(partial)
@@ -557,7 +548,7 @@ class StoreWriter:
             pid, host = int(owner["pid"]), owner.get("host")
         except (OSError, ValueError, KeyError, TypeError):
             return False
-        if host == socket.gethostname() and pid != os.getpid() and _pid_alive(pid):
+        if host == socket.gethostname() and pid != os.getpid() and process_alive(pid):
             raise OutputError(f"{self.path} is being written by process {pid} on this host ({self._tmp}); "
                               f"wait for it or stop it")
         try:

@@ -7,10 +7,8 @@ interrupted run never leaves an output that looks complete.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,29 +16,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gwbatch.io.atomic import write_atomically
 from gwbatch.tasks import ChunkResult, ChunkSpec
-
-
-def _atomic(path: Path, write) -> Path:
-    """Write ``path`` through ``write(binary file)``: into a new file of a random name beside it
-    (created exclusively, never through a symlink), then renamed over ``path`` (a symlink there is
-    replaced, not followed).  Nothing is left behind when ``write`` fails."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
 
 
 def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a DataFrame as Parquet, atomically."""
     arrow = pa.Table.from_pandas(table, preserve_index=False)
-    return _atomic(Path(path), lambda fh: pq.write_table(arrow, fh))
+    return write_atomically(path, lambda fh: pq.write_table(arrow, fh))
 
 
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
@@ -60,17 +43,17 @@ def _json_default(obj):
 def write_json(obj, path: str | os.PathLike) -> Path:
     """Write a JSON document, atomically."""
     text = json.dumps(obj, indent=2, default=_json_default) + "\n"
-    return _atomic(Path(path), lambda fh: fh.write(text.encode()))
+    return write_atomically(path, lambda fh: fh.write(text.encode()))
 
 
 def write_bytes(data: bytes, path: str | os.PathLike) -> Path:
     """Write ``data``, atomically (never through a symlink at ``path``)."""
-    return _atomic(Path(path), lambda fh: fh.write(data))
+    return write_atomically(path, lambda fh: fh.write(data))
 
 
 def write_array(array: np.ndarray, path: str | os.PathLike) -> Path:
     """Write an array as ``.npy`` (no pickles), atomically."""
-    return _atomic(Path(path), lambda fh: np.save(fh, np.asarray(array), allow_pickle=False))
+    return write_atomically(path, lambda fh: np.save(fh, np.asarray(array), allow_pickle=False))
 
 
 def checkpoint_stem(directory: Path, spec: ChunkSpec) -> Path:

@@ -17,13 +17,13 @@ The file is written atomically.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 from collections.abc import Sequence
 
 import pandas as pd
 
+from gwbatch.io.atomic import write_atomically
 from gwbatch.report.details import detail_anchors, details_section
 from gwbatch.report.figures import figures_section
 from gwbatch.report.figures.asd import fig_asd
@@ -143,14 +143,7 @@ def write_report(path, *, manifest: dict, candidates: pd.DataFrame, background: 
     path = pathlib.Path(path)
     page = render_report(manifest=manifest, candidates=candidates, background=background,
                          injections=injections, gates=gates, **figures)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_atomically(path, lambda fh: fh.write(page.encode("utf-8")))
 
 
 def band(manifest: dict) -> tuple[float, float | None]:

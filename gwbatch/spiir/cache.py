@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -26,6 +25,7 @@ import numpy as np
 from gwbatch.conditioning import psd as psd_mod
 from gwbatch.config import BankConfig
 from gwbatch.errors import DataError, GwbatchError
+from gwbatch.io.atomic import write_atomically
 from gwbatch.io.banks import load_bank, read_bank_file, read_bank_psd, save_bank
 from gwbatch.spiir.bank import FilterBank, build_template, construction_key, pack, place, template_duration
 from gwbatch.waveforms import Template, load_approximant
@@ -76,12 +76,10 @@ def placed_templates(cfg: BankConfig, psd: psd_mod.PSD, cache: str | Path | None
             log.warning("bank %s: the cached placement %s is damaged (%s); placing again", cfg.name, path, exc)
     templates = place(cfg, psd)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         rows = [[t.mass1, t.mass2, t.spin1z, t.spin2z] for t in templates]
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"bank": cfg.name, "placement_psd": psd.source, "templates": rows,
-                                   "sha256": _rows_digest(rows)}))
-        tmp.replace(path)
+        text = json.dumps({"bank": cfg.name, "placement_psd": psd.source, "templates": rows,
+                           "sha256": _rows_digest(rows)})
+        write_atomically(path, lambda fh: fh.write(text.encode()))
     return templates
 
 
