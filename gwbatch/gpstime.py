@@ -79,7 +79,8 @@ class GPSTime:
 def check_gps_range(t: GPSTime, what: str) -> GPSTime:
     """``t`` if it lies in ``[0, GPS_MAX)`` s, else a :class:`DataError` naming ``what``."""
     if not 0 <= t.seconds < GPS_MAX:
-        raise DataError(f"{what} {t} is outside the GPS times gwbatch handles, [0, 2**32) s "
+        shown = str(t) if len(str(t)) <= 40 else f"{str(t)[:20]}... ({len(str(abs(t.seconds)))} digits)"
+        raise DataError(f"{what} {shown} is outside the GPS times gwbatch handles, [0, 2**32) s "
                         f"(1980-01-06 to 2116); a float64 time there would not resolve a sample")
     return t
 

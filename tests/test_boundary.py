@@ -8,6 +8,7 @@ process, :func:`workflow.cli.main`), or through the loader where no store is nee
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from pathlib import Path
@@ -510,3 +511,110 @@ def test_bank_psd_seconds_are_checked(tmp_path, capsys, seconds):
     assert main(["bank", "place", "configs/banks/bbh-small.yaml", "--store", str(tmp_path / "s.zarr"), "--ifo", "H1",
                  "--psd-seconds", seconds, "--out", str(tmp_path / "b.h5")]) == 2
     assert "--psd-seconds must be a number of seconds in (0, 4096]" in capsys.readouterr().err
+
+
+# --- numbers on the command lines of simulate, simulate pulses, ingest, config and bank ----------------
+
+_SIM = ["simulate", "--ifos", "H1,L1", "--duration", "8", "--sample-rate", "256", "--seed", "1"]
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--duration", "nan", "--duration must be positive"),
+    ("--duration", "inf", "--duration must be at most 126230400 s"),
+    ("--duration", "1e308", "--duration must be at most 126230400 s"),
+    ("--sample-rate", "nan", "--sample-rate must be a whole number of Hz in [1, 1000000]"),
+    ("--sample-rate", "inf", "--sample-rate must be a whole number of Hz in [1, 1000000]"),
+    ("--sample-rate", "1e308", "--sample-rate must be a whole number of Hz in [1, 1000000]"),
+    ("--workers", "0", "--workers must be a number of processes in [1, 1024]"),
+    ("--workers", "-1", "--workers must be a number of processes in [1, 1024]"),
+    ("--glitch-rate", "1e308", "--glitch-rate must be a number of glitches per second in [0, 10]"),
+    ("--glitch-snr", "1,inf", "--glitch-snr expects finite numbers"),
+    ("--cbc-mass1", "1e308,1e308", "CBC injection mass1 range must satisfy 0 < min <= max <= 1000"),
+    ("--injection-spacing", "nan", "--injection-spacing: injection spacing must be a finite number of seconds >= 0"),
+    ("--injection-spacing", "-1", "--injection-spacing: injection spacing must be a finite number of seconds >= 0"),
+    ("--cbc-spacing", "nan", "--cbc-spacing: CBC injection spacing must be a finite number of seconds >= 0"),
+])
+def test_simulate_numbers_are_refused_by_option(tmp_path, capsys, option, value, message):
+    """Every value here was a traceback (NaN, infinity, 1e308: ValueError, OverflowError) or was taken
+    silently (NaN and negative spacings, 0 and -1 workers); each is now exit 2 naming the option."""
+    extra = {"--glitch-snr": ["--glitch-rate", "0.5"], "--cbc-mass1": ["--cbc-injections", "1"],
+             "--injection-spacing": ["--injections", "1"], "--cbc-spacing": ["--cbc-injections", "1"]}.get(option, [])
+    assert main([*_SIM, "--out", str(tmp_path / "s.zarr"), *extra, f"{option}={value}"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_a_gps_start_of_hundreds_of_digits_is_named_briefly(tmp_path, capsys):
+    assert main([*_SIM, "--out", str(tmp_path / "s.zarr"), "--gps-start", "1e400"]) == 3
+    err = capsys.readouterr().err
+    assert "(401 digits) is outside the GPS times gwbatch handles" in err and len(err) < 400
+
+
+@pytest.fixture(scope="module")
+def tutorial_store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("fil") / "tutorial.zarr"
+    fil = ROOT / "tests" / "data" / "radio" / "tutorial.fil"
+    assert main(["ingest", "filterbank", str(fil), "--out", str(store)]) == 0
+    return store
+
+
+@pytest.mark.parametrize("option, value, code, message", [
+    ("--count", "-1", 2, "pulse count -1 is not allowed: need a whole number in [1, 1000000]"),
+    ("--count", "0", 2, "pulse count 0 is not allowed"),
+    ("--count", "10000000000", 2, "pulse count 10000000000 is not allowed"),
+    ("--seed", "-1", 2, "pulse seed -1 is not allowed: need a whole number >= 0"),
+    ("--snr", "1e308", 2, "pulse S/N range 1e+308,1e+308 is not allowed: need 1e-09 <= MIN <= MAX and <= 10000"),
+    ("--spectral-index", "1e308", 2, "pulse spectral index range 1e+308,1e+308 is not allowed: need -20 <= MIN <= "
+                                     "MAX and <= 20"),
+    ("--baseline", "1e308", 2, "trial baseline 1e+308 s is not allowed: need a window in (0, 3600] s"),
+    ("--width", "100,200", 3, "a pulse of width 200 s with scattering 0 s at 1000 MHz spans 849 s even undispersed"),
+])
+def test_simulate_pulses_numbers_are_refused(tmp_path, capsys, tutorial_store, option, value, code, message):
+    """Counts of -1, 0 and 1e10 were tracebacks (negative dimensions, KeyError, MemoryError), as were
+    a seed of -1 and a baseline of 1e308; an S/N of 1e308 and spectral indices of ±1e308 wrote
+    infinite or zero spectra with exit 0; a pulse wider than the data was reported as a DM too high."""
+    args = {"--store": str(tutorial_store), "--out": str(tmp_path / "p.zarr"), "--count": "3", "--dm": "20,40",
+            "--snr": "10", "--width": "0.001,0.002", "--seed": "1", option: value}
+    assert main(["simulate", "pulses", *[f"{k}={v}" for k, v in args.items()]]) == code
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "p.zarr").exists()
+
+
+@pytest.mark.parametrize("rate", ["0", "-5", "1000000000"])
+def test_ingest_sample_rate_is_a_command_line_error(tmp_path, capsys, rate):
+    """``ingest frames --sample-rate`` out of [1, 10^6] Hz is a bad command line (exit 2, was 3 as if
+    the data were bad), refused before any file is read."""
+    assert main(["ingest", "frames", str(tmp_path / "none-*.gwf"), "--channel", "H1:X", "--out", str(tmp_path / "f.zarr"),
+                 "--workers", "1", "--sample-rate", rate]) == 2
+    assert f"--sample-rate must be a whole number of Hz in [1, 1000000], got {int(rate)}" in capsys.readouterr().err
+
+
+def test_config_schema_takes_no_out_and_run_takes_one_of_resume_overwrite(tmp_path, capsys):
+    """``config schema --out DIR`` printed the schema and ignored DIR; ``run --dry-run --resume
+    --overwrite`` was accepted although a run refuses the pair."""
+    assert main(["config", "schema", "--out", str(tmp_path / "x")]) == 2
+    assert "config schema takes no --out" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "configs/demo.yaml", "--dry-run", "--resume", "--overwrite"])
+    assert exit_.value.code == 2
+    assert "not allowed with argument --resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("out, message", [
+    ("file/b.h5", "is a file, not a directory"),
+    ("dir", "it is a directory; name a file"),
+    ("ro/sub/b.h5", "is not writable"),
+])
+def test_a_bank_out_that_cannot_be_written_is_refused_before_the_build(tmp_path, capsys, monkeypatch, out, message):
+    """``bank place|build --out`` is checked before the placement and construction (minutes for a
+    production bank), not found unwritable after them (it was a traceback)."""
+    import workflow.cli as cli
+
+    (tmp_path / "file").write_text("not a directory\n")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "ro").mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == tmp_path / "ro" else real_access(p, mode))
+    monkeypatch.setattr(cli, "_bank_psd", lambda *a: pytest.fail("the PSD and the bank were made before the check"))
+    assert main(["bank", "build", "configs/banks/bbh-small.yaml", "--out", str(tmp_path / out)]) == 4
+    assert message in capsys.readouterr().err

@@ -149,11 +149,11 @@ def test_same_seed_same_table_and_strain():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(hrss=(0.0, 1e-21)), "hrss range must satisfy 0 < min <= max, got 0.0, 1e-21"),
+    (dict(hrss=(0.0, 1e-21)), "hrss range must satisfy 0 < min <= max <= 1e-15, got 0.0, 1e-21"),
     (dict(hrss=(1e-21, 1e-22)), "got 1e-21, 1e-22"),
     (dict(waveforms=("chirp",)), r"unknown burst injection waveform\(s\) \['chirp'\]"),
-    (dict(f0=(70.0, -235.0)), r"f0 must be one or more positive values, got \[70.0, -235.0\]"),
-    (dict(q=()), r"q must be one or more positive values, got \[\]"),
+    (dict(f0=(70.0, -235.0)), r"f0 must be one or more values in \(0, 1e\+06\], got \[70.0, -235.0\]"),
+    (dict(q=()), r"q must be one or more values in \(0, 1000\], got \[\]"),
     (dict(wnb=((100.0, -5.0, 0.1),)), r"\(100.0, -5.0, 0.1\)"),
     (dict(count=-1), "count must be >= 0, got -1"),
     (dict(f_low=0.0), "f_low must be positive, got 0.0"),
@@ -180,7 +180,7 @@ def test_cli_refuses_bad_burst_options(tmp_path, capsys):
     base = ["simulate", "--ifos", "H1,L1", "--duration", "64", "--sample-rate", "2048", "--seed", "1",
             "--out", str(tmp_path / "x.zarr"), "--burst-injections", "2"]
     assert main([*base, "--burst-hrss", "0,1"]) == 2
-    assert "burst injection hrss range must satisfy 0 < min <= max, got 0.0, 1.0" in capsys.readouterr().err
+    assert "burst injection hrss range must satisfy 0 < min <= max <= 1e-15, got 0.0, 1.0" in capsys.readouterr().err
     assert main([*base, "--burst-f0", "70,abc"]) == 2
     assert "--burst-f0 expects comma-separated numbers, got '70,abc'" in capsys.readouterr().err
     assert main([*base, "--burst-waveforms", "sine-gaussian,ringdown"]) == 2

@@ -125,6 +125,20 @@ def test_vt_command_on_a_population_run(tmp_path):
     # found injections are the near ones: their median distance is below the missed ones'
     assert inj.loc[inj["found"], "distance"].median() < inj.loc[~inj["found"], "distance"].median()
 
+    # vt and export hold the run's lock: while a campaign (here, a lock held) owns the directory they
+    # are refused (exit 4) and write nothing into it
+    from workflow.rundir import Lock
+
+    before = (out / "vt.json").read_bytes()
+    lock = Lock(out, "gwbatch run --resume").acquire()
+    try:
+        assert main(["vt", str(out), "--ifar", "1", "--bootstrap", "0"]) == 4
+        assert main(["export", str(out), "--out", str(tmp_path / "exported")]) == 4
+    finally:
+        lock.release()
+    assert (out / "vt.json").read_bytes() == before and not (tmp_path / "exported").exists()
+    assert main(["vt", str(out), "--ifar", "1", "--bootstrap", "0"]) == 0  # released: it runs again
+
 
 def test_vt_command_refuses_bad_arguments(tmp_path, capsys):
     from workflow.cli import main

@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 
 import gwbatch
-from gwbatch.errors import ConfigError, GwbatchError, OutputError
+from gwbatch.errors import ConfigError, GwbatchError
 
 log = logging.getLogger("gwbatch")
 
@@ -40,6 +40,8 @@ def _pair(text: str, name: str) -> tuple[float, float]:
         parts = [float(p) for p in text.split(",")]
     except ValueError:
         raise ConfigError(f"{name} expects MIN,MAX numbers, got {text!r}") from None
+    if not all(math.isfinite(p) for p in parts):
+        raise ConfigError(f"{name} expects finite numbers, got {text!r}")
     if len(parts) == 1:
         parts = parts * 2
     if len(parts) != 2:
@@ -54,6 +56,8 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
         raise ConfigError(f"{name} expects comma-separated numbers, got {text!r}") from None
     if not items:
         raise ConfigError(f"{name} needs at least one number, got {text!r}")
+    if not all(math.isfinite(v) for v in items):
+        raise ConfigError(f"{name} expects finite numbers, got {text!r}")
     return items
 
 
@@ -204,8 +208,10 @@ def cmd_ingest(args) -> int:
     if args.format == "frames":
         from workflow.ingest import ingest_channels
 
-        if args.workers is not None and args.workers < 1:
-            raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+        from gwbatch.config.limits import MAX_WORKERS
+
+        if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+            raise ConfigError(f"--workers must be a number of processes in [1, {MAX_WORKERS}], got {args.workers}")
         summary = ingest_channels(
             args.files, args.channel or [], args.out, sample_rate=args.sample_rate, overwrite=args.overwrite,
             append=args.append, backend=args.backend,
@@ -276,24 +282,26 @@ def cmd_bank(args) -> int:
     from gwbatch.io.banks import save_bank
     from gwbatch.spiir.cache import build_bank
     from workflow.cpu_workers import cpu_workers
+    from workflow.rundir import check_file_target, output_errors
 
     if len(args.paths) != 1 or args.out is None:
         raise ConfigError(f"bank {args.action} takes one bank YAML file and --out FILE.h5")
     cfg = load_bank_config(args.paths[0], args.set or ())
-    if args.out.exists() and not args.overwrite:
-        raise OutputError(f"{args.out} exists; pass --overwrite to replace it")
+    check_file_target(args.out, overwrite=args.overwrite)  # before minutes of placement or construction
     psd = _bank_psd(args, cfg.sample_rate)
     if args.action == "place":
         from gwbatch.io.banks import read_bank_file, write_bank_file
         from gwbatch.spiir.bank import place
 
         templates = place(cfg, psd, read_bank_file(cfg.file) if cfg.file else None)
-        write_bank_file(templates, args.out)
+        with output_errors(args.out, resumable=False):
+            write_bank_file(templates, args.out)
         print(f"wrote {len(templates)} templates of bank {cfg.name} to {args.out}")
         return 0
     with cpu_workers(ClusterConfig(kind=args.cluster, dashboard_address=":0"), not args.no_progress) as parallel:
         bank, _ = build_bank(cfg, psd, parallel=parallel)
-    save_bank(bank, args.out)
+    with output_errors(args.out, resumable=False):
+        save_bank(bank, args.out)
     print(bank.summary())
     print(f"wrote {args.out}")
     return 0
@@ -313,9 +321,13 @@ def cmd_config(args) -> int:
         if args.name is None:
             print("\n".join(list_examples()))
             return 0
-        for line in write_example(args.name, args.out, overwrite=args.overwrite):
+        for line in write_example(args.name, args.out or Path("."), overwrite=args.overwrite):
             print(line)
         return 0
+    given = [flag for flag, value in (("NAME", args.name), ("--out", args.out), ("--overwrite", args.overwrite)) if value]
+    if given:
+        raise ConfigError(f"config schema takes no {', '.join(given)}: it prints the schema to standard output "
+                          "(redirect it to a file); a name and --out are for 'config example'")
     import json
 
     from gwbatch.config import Campaign
@@ -586,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "sections); example: list the example campaigns, or write one")
     config.add_argument("name", nargs="?", help="example: the campaign to write (configs/NAME.yaml and the banks it "
                         "names, under --out)")
-    config.add_argument("--out", type=Path, default=Path("."), help="example: the directory to write into (default .)")
+    config.add_argument("--out", type=_path, help="example: the directory to write into (default .)")
     config.add_argument("--overwrite", action="store_true", help="example: replace files that exist")
     config.set_defaults(func=cmd_config)
 
@@ -594,8 +606,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", type=Path, help="campaign YAML file")
     run.add_argument("--out", type=_path, help="output directory (default: output.dir, else runs/<name>)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. search.threshold=7")
-    run.add_argument("--resume", action="store_true", help="reuse finished chunks in the output directory")
-    run.add_argument("--overwrite", action="store_true", help="discard what the output directory holds")
+    reuse = run.add_mutually_exclusive_group()
+    reuse.add_argument("--resume", action="store_true", help="reuse finished chunks in the output directory")
+    reuse.add_argument("--overwrite", action="store_true", help="discard what the output directory holds")
     run.add_argument("--cluster", metavar="KIND", help="shortcut for --set cluster.kind=KIND (e.g. slurm, pbs, htcondor)")
     run.add_argument("--stop-after", type=_seconds, metavar="SECONDS",
                      help="start no chunk task after SECONDS (e.g. a batch job's wall-clock limit less the time to "

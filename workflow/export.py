@@ -29,7 +29,7 @@ from gwbatch.io.coinc import Candidate, Single, coinc_document, psd_document, wr
 from gwbatch.io.psds import FILE as PSD_FILE
 from gwbatch.io.psds import read_psds
 from gwbatch.searches import get_search
-from workflow.rundir import finished_manifest, run_table
+from workflow.rundir import finished_manifest, reading_finished_run, run_table
 
 #: Seconds of SNR series either side of each detector's peak (BAYESTAR trims to what it needs: the
 #: light travel time plus the template's autocorrelation length).
@@ -83,9 +83,17 @@ def select(candidates: pd.DataFrame, *, far: float | None = None, top: int | Non
 
 def export_run(run: Path, out: Path, *, fmt: str = "coinc", far: float | None = None, top: int | None = None,
                gps: float | None = None, overwrite: bool = False) -> list[Path]:
-    """Write the selected candidates of ``run`` under ``out``; returns the directories written."""
+    """Write the selected candidates of ``run`` under ``out``; returns the directories written.  The
+    run's lock is held throughout (:func:`workflow.rundir.reading_finished_run`): recomputing the SNR
+    series may rebuild the run's bank cache."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    with reading_finished_run(run, "gwbatch export"):
+        return _export(run, out, fmt, far, top, gps, overwrite)
+
+
+def _export(run: Path, out: Path, fmt: str, far: float | None, top: int | None, gps: float | None,
+            overwrite: bool) -> list[Path]:
     members = run_members(run)
     work = []  # (member, its chosen rows, their target directories): every target checked before any is written
     for member in members:

@@ -45,7 +45,7 @@ from gwbatch.io.channels import (IngestPlan, PieceReader, compare_overlap, inges
 from gwbatch.io.frames import (Channel, FileScan, channel_sources, expand_inputs, parse_channels, probe_channel,
                                 scan_file, with_frame_pieces)
 from gwbatch.io.resample import ATTENUATION_DB, PASSBAND
-from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreMeta, StoreWriter, read_dq
+from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, MAX_SAMPLE_RATE, StoreMeta, StoreWriter, read_dq
 from workflow.cluster import start_cluster
 from workflow.execute import Call, run_calls
 
@@ -177,6 +177,9 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
     wanted = parse_channels(channels)
     if backend not in ("numpy", "cupy"):
         raise ConfigError(f"ingest backend {backend!r} is not one of numpy, cupy")
+    if sample_rate is not None and not (isinstance(sample_rate, int) and not isinstance(sample_rate, bool)
+                                        and 1 <= sample_rate <= MAX_SAMPLE_RATE):
+        raise ConfigError(f"--sample-rate must be a whole number of Hz in [1, {MAX_SAMPLE_RATE:.0f}], got {sample_rate!r}")
     resolve_backend(backend)  # cupy without a GPU: one line now, not a failed task later
     if append and overwrite:
         raise OutputError("--append extends a store and --overwrite replaces it; pass one of them")

@@ -7,7 +7,9 @@ and the parts log, for each search inside ``DIR``)::
     .gwbatch-lock       the lock, naming its holder (host, PID, start time, command)
     run.json            what the run computes: its analysis settings, analysis version and store
     chunks/             one checkpoint per chunk, named by the chunk's span
-    parts.jsonl         one line per invocation that ran chunks (the first, and each --resume)
+    parts.jsonl         one line per invocation that ran chunks (the first, and each --resume); its
+                        ``ended`` says how that invocation's chunk stage ended (complete, stopped,
+                        failed, interrupted), not the run: only ``manifest.json`` says a run is complete
     banks/              SPIIR banks (a cache keyed by what they are built from)
     manifest.json  candidates.parquet  ...  report.html  skymaps/      the final set
 
@@ -51,6 +53,7 @@ from pathlib import Path
 from typing import Iterator
 
 from gwbatch.errors import ConfigError, DataError, OutputError
+from gwbatch.io.atomic import process_alive, process_start
 from gwbatch.io.tables import write_json
 
 log = logging.getLogger("gwbatch")
@@ -96,6 +99,24 @@ def real_dir(path: Path) -> Path:
         raise OutputError(f"{path} exists and is not a directory")
     with output_errors(path):
         path.mkdir(exist_ok=True)
+    return path
+
+
+def check_file_target(path: Path, *, overwrite: bool) -> Path:
+    """Refuse (:class:`OutputError`), before any work, an output file that could not be written:
+    one that exists without ``overwrite``, a directory, a path through a file, or one whose nearest
+    existing directory this process cannot write."""
+    if path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a directory; name a file")
+    if path.exists() and not overwrite:
+        raise OutputError(f"{path} exists; pass --overwrite to replace it")
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"cannot write {path}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {path}: {parent} is not writable; choose a directory you can write")
     return path
 
 
@@ -147,27 +168,6 @@ def read_text(path: Path) -> str | None:
 # The lock
 
 
-def _process_start(pid: int) -> str | None:
-    """When process ``pid`` started (clock ticks since boot, Linux), to tell a PID that was reused."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return fields[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _alive(pid: int, started: str | None) -> bool:
-    """Whether process ``pid`` of this host still runs (and is the one that started at ``started``)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # someone else's process: it exists
-    now = _process_start(pid)
-    return started is None or now is None or now == started
-
-
 def _holder_line(text: str | None) -> str:
     try:
         h = json.loads(text or "")
@@ -184,7 +184,7 @@ class Lock:
         self.fd: int | None = None
         self.exclusive_file = False
         pid = os.getpid()
-        self.record = {"host": socket.gethostname(), "pid": pid, "process_start": _process_start(pid),
+        self.record = {"host": socket.gethostname(), "pid": pid, "process_start": process_start(pid),
                        "since_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                        "command": command}
 
@@ -222,8 +222,8 @@ class Lock:
             if text is not None:
                 try:
                     holder = json.loads(text)
-                    stale = holder["host"] == self.record["host"] and not _alive(int(holder["pid"]),
-                                                                                holder.get("process_start"))
+                    stale = holder["host"] == self.record["host"] and not process_alive(int(holder["pid"]),
+                                                                                       holder.get("process_start"))
                 except (ValueError, KeyError, TypeError):
                     stale = False
                 if not stale:
@@ -253,6 +253,25 @@ class Lock:
 
 # ----------------------------------------------------------------------------------------------
 # The run directory
+
+
+@contextlib.contextmanager
+def reading_finished_run(folder: Path, command: str) -> Iterator[None]:
+    """Hold the lock of the run directory of ``folder`` (a run, or one search of a multi-search run)
+    while ``command`` reads its finished outputs and writes beside them (export's bank cache, vt's
+    table): a campaign cannot rewrite the run meanwhile, and two such commands never race.  A folder
+    that is not a run directory, or one this process cannot write (a read-only archive of runs), is
+    read without it."""
+    folder = Path(folder)
+    top = folder.parent if (folder / MEMBER_MARKER).is_file() else folder
+    if not (top / MARKER).is_file() or not os.access(top, os.W_OK | os.X_OK):
+        yield
+        return
+    lock = Lock(top, command).acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def finished_manifest(folder: Path, needs: str) -> dict:

@@ -17,7 +17,7 @@ import pandas as pd
 from gwbatch.errors import DataError, OutputError
 from gwbatch.io.tables import write_json
 from gwbatch.sensitivity import sensitive_vt, union_found
-from workflow.rundir import VT_FILE, finished_manifest, run_table
+from workflow.rundir import VT_FILE, finished_manifest, reading_finished_run, run_table
 
 
 def _read_member(folder: Path) -> tuple[pd.DataFrame, float]:
@@ -49,6 +49,13 @@ def _search_kind(manifest: dict) -> str:
 
 
 def run_vt(run: Path, thresholds, *, bootstrap: int = 1000, out: Path | None = None) -> int:
+    """Print and write (``vt.json`` in the run, or ``out``) the sensitive volume-time of finished run
+    ``run`` at each IFAR threshold, holding the run's lock (:func:`workflow.rundir.reading_finished_run`)."""
+    with reading_finished_run(run, "gwbatch vt"):
+        return _run_vt(run, thresholds, bootstrap, out)
+
+
+def _run_vt(run: Path, thresholds, bootstrap: int, out: Path | None) -> int:
     target = out or run / VT_FILE
     if target.is_dir() or target.exists() and not _is_vt_table(target):
         raise OutputError(f"{target} exists and is not a gwbatch VT table: it is never replaced; choose another --out")

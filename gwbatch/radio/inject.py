@@ -309,9 +309,9 @@ def measure_noise(spectra: np.ndarray, freqs, tsamp: float, dm: float,
     :data:`MIN_SERIES_SAMPLES` dedispersed samples fit; with ``sigma`` ``measured`` also that trial's
     boxcar σ under the plan ``boxcars`` (:func:`~gwbatch.radio.pulses.series_excess`: the search's
     ``sigma`` and ``decimation``)."""
-    if not (math.isfinite(trial_baseline) and trial_baseline > 0):
-        raise ConfigError(f"trial baseline {trial_baseline!r} s is not allowed: need a window > 0 s (the search's "
-                          "baseline)")
+    if not (math.isfinite(trial_baseline) and 0 < trial_baseline <= MAX_TRIAL_BASELINE):
+        raise ConfigError(f"trial baseline {trial_baseline!r} s is not allowed: need a window in (0, "
+                          f"{MAX_TRIAL_BASELINE:g}] s (the search's baseline)")
     cond = condition_spectra(np.asarray(spectra, dtype=np.float32), conditioning, tsamp, mask)
     good = ~cond.mask
     if sigma not in ("measured", "white"):
@@ -397,6 +397,19 @@ def inject_pulses(spectra: np.ndarray, freqs, tsamp: float, pulses: list[Pulse],
 
 # --- a population ------------------------------------------------------------------------------
 
+#: Limits of an injected population: an S/N far beyond any search's use, spectral indices well past
+#: the steepest measured (about ±10) yet whose factors stay finite in float32 over a 4:1 band, at
+#: most a million pulses, and a trial baseline as the radio search's ``search.baseline`` allows.
+MAX_SNR, MAX_SPECTRAL_INDEX, MAX_PULSES, MAX_TRIAL_BASELINE = 1e4, 20.0, 10**6, 3600.0
+
+
+def check_count(count) -> int:
+    """``count`` if it is a whole number of pulses in [1, :data:`MAX_PULSES`], else a ConfigError."""
+    if not (isinstance(count, (int, np.integer)) and not isinstance(count, bool) and 1 <= count <= MAX_PULSES):
+        raise ConfigError(f"pulse count {count!r} is not allowed: need a whole number in [1, {MAX_PULSES}]")
+    return int(count)
+
+
 def _span(value, name: str, low: float, high: float = math.inf) -> tuple[float, float]:
     a, b = (value, value) if np.isscalar(value) else tuple(value)
     if not (math.isfinite(a) and math.isfinite(b) and low <= a <= b <= high):
@@ -435,16 +448,20 @@ def draw_pulses(rng: np.random.Generator, count: int, freqs, intervals: list[tup
         A DM range whose sweep does not fit in the longest interval (naming the largest DM that
         does), or pulses that do not fit at this spacing.
     """
-    if not (isinstance(count, (int, np.integer)) and count >= 1):
-        raise ConfigError(f"pulse count {count!r} is not allowed: need a whole number >= 1")
+    check_count(count)
     if not (math.isfinite(spacing) and spacing >= 0):
         raise ConfigError(f"pulse spacing {spacing!r} s is not allowed: need a time >= 0 s")
-    dm, width, snr = _span(dm, "DM", 0.0), _span(width, "width (s)", 1e-9), _span(snr, "S/N", 1e-9)
-    index = _span(spectral_index, "spectral index", -math.inf)
+    dm, width, snr = _span(dm, "DM", 0.0), _span(width, "width (s)", 1e-9), _span(snr, "S/N", 1e-9, MAX_SNR)
+    index = _span(spectral_index, "spectral index", -MAX_SPECTRAL_INDEX, MAX_SPECTRAL_INDEX)
     if not intervals:
         raise DataError("the store has no valid data to inject pulses into")
     longest = max(b - a for a, b in intervals)
     fits = largest_dm(freqs, longest, width[1], scatter, scatter_frequency)
+    if fits < 0:
+        before, after = pulse_extent(Pulse(0.0, 0.0, width[1], 1.0, scatter, scatter_frequency), freqs)
+        raise DataError(f"a pulse of width {width[1]:g} s with scattering {scatter:g} s at {scatter_frequency:g} MHz "
+                        f"spans {before + after:.3g} s even undispersed, longer than the {longest:.3g} s of the "
+                        "store's longest stretch of data; inject narrower or less scattered pulses")
     if dm[1] > fits:
         sweep, half = dm[1] * sweep_per_dm(freqs), channel_width(freqs) / 2.0
         raise DataError(f"pulses at DM up to {dm[1]:g} pc cm^-3 sweep {sweep:.3g} s across the band "
@@ -540,6 +557,9 @@ def simulate_pulses_store(store, out, *, count: int, dm, snr, width, seed: int, 
     written in ``store`` stay unwritten."""
     from gwbatch.io.store import read_dq, read_meta, store_identity
 
+    check_count(count)
+    if not (isinstance(seed, (int, np.integer)) and seed >= 0):
+        raise ConfigError(f"pulse seed {seed!r} is not allowed: need a whole number >= 0")
     meta = read_meta(store)
     if not meta.layout.spectra:
         raise DataError(f"store {meta.path} holds strain, not radio spectra; pulses are injected into a filterbank "

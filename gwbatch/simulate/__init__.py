@@ -20,7 +20,8 @@ import pandas as pd
 import gwbatch
 from gwbatch.errors import ConfigError
 from gwbatch.gpstime import GPSTime
-from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, StoreWriter
+from gwbatch.config.limits import MAX_WORKERS
+from gwbatch.io.store import DEFAULT_CHUNK_SAMPLES, MAX_SAMPLE_RATE, MAX_STORE_SECONDS, StoreWriter
 from gwbatch.simulate.bursts import BurstSpec, draw_burst_injections
 from gwbatch.simulate.cbc import CbcSpec, draw_cbc_injections
 from gwbatch.simulate.glitches import GlitchSpec, add_glitches, draw_glitches
@@ -70,12 +71,15 @@ def simulate_store(
     processes make the pieces in parallel; the store is the same for any number.
     """
     ifos = tuple(ifos)
-    if duration <= 0:
-        raise ConfigError(f"--duration must be positive, got {duration}")
-    if sample_rate <= 0 or sample_rate != int(sample_rate):
-        raise ConfigError(f"--sample-rate must be a positive whole number of Hz, got {sample_rate}")
+    if not 0 < duration <= MAX_STORE_SECONDS:
+        raise ConfigError(f"--duration must be positive, got {duration}" if not duration > 0 else
+                          f"--duration must be at most {MAX_STORE_SECONDS:.0f} s (4 years), got {duration:g}")
+    if not (1 <= sample_rate <= MAX_SAMPLE_RATE and sample_rate == int(sample_rate)):
+        raise ConfigError(f"--sample-rate must be a whole number of Hz in [1, {MAX_SAMPLE_RATE:.0f}], got {sample_rate}")
     if seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {seed}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"--workers must be a number of processes in [1, {MAX_WORKERS}], got {workers}")
     n_samples = int(round(duration * sample_rate))
     t0 = GPSTime.parse(gps_start)
     models = {ifo: detector_psd_model(ifo) for ifo in ifos}

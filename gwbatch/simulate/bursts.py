@@ -46,7 +46,7 @@ import pandas as pd
 
 from gwbatch.errors import ConfigError
 from gwbatch.simulate.cbc import optimal_snr_fd
-from gwbatch.simulate.injections import check_ranges, injection_spacing
+from gwbatch.simulate.injections import RANGE_CEILINGS, check_ranges, injection_spacing
 
 #: Spec names of the waveforms and the ``waveform`` column values they get in the table (distinct
 #: from the detector-characterisation ``sine-gaussian`` of :mod:`gwbatch.simulate.injections`).
@@ -85,14 +85,15 @@ class BurstSpec:
         check_ranges(self, ("hrss",), "burst injection")
         for name in ("f0", "q"):
             values = getattr(self, name)
-            if not values or not all(v > 0 for v in values):
-                raise ConfigError(f"burst injection {name} must be one or more positive values, got {list(values)}")
+            top = RANGE_CEILINGS[name]
+            if not values or not all(0 < v <= top for v in values):
+                raise ConfigError(f"burst injection {name} must be one or more values in (0, {top:g}], got {list(values)}")
         if not self.wnb or not all(len(p) == 3 and all(v > 0 for v in p) for p in self.wnb):
             raise ConfigError(f"burst injection wnb presets must be (f_low, bandwidth, duration) triples of positive "
                               f"values, got {[tuple(p) for p in self.wnb]}")
-        if not self.f_low > 0:
+        if not 0 < self.f_low <= RANGE_CEILINGS["f0"]:
             raise ConfigError(f"burst injection f_low must be positive, got {self.f_low}")
-        if self.margin < 0 or not self.min_spacing > 0:
+        if not 0 <= self.margin < float("inf") or not 0 < self.min_spacing < float("inf"):
             raise ConfigError(f"burst injection margin must be >= 0 and min_spacing > 0, "
                               f"got {self.margin}, {self.min_spacing}")
 

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from gwbatch.errors import ConfigError
-from gwbatch.simulate.injections import check_ranges
+from gwbatch.simulate.injections import RANGE_CEILINGS, check_ranges, check_spacing
 from gwbatch.waveforms import Template, frequency_domain
 from gwbatch.waveforms.taylorf2 import chirp_time
 
@@ -61,10 +61,11 @@ class CbcSpec:
     distance: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
-        if self.distance is not None and not 0 < self.distance[0] < self.distance[1]:
-            raise ConfigError(f"CBC injection distance range must satisfy 0 < min < max (Mpc), got "
-                              f"{self.distance[0]}, {self.distance[1]}")
+        if self.distance is not None and not 0 < self.distance[0] < self.distance[1] <= RANGE_CEILINGS["distance"]:
+            raise ConfigError(f"CBC injection distance range must satisfy 0 < min < max <= "
+                              f"{RANGE_CEILINGS['distance']:g} (Mpc), got {self.distance[0]}, {self.distance[1]}")
         check_ranges(self, ("mass1", "mass2", "snr"), "CBC injection")
+        check_spacing(self, "--cbc-spacing: CBC injection")
         if self.count < 0:
             raise ConfigError(f"CBC injection count must be >= 0, got {self.count}")
         if self.f_low <= GENERATION_MARGIN + 1.0:

@@ -29,6 +29,9 @@ from gwbatch.simulate.injections import add_transient, check_ranges, optimal_snr
 #: Glitch kinds and the transient waveform each is drawn as.
 KINDS = {"blip": "gaussian", "sine-gaussian": "sine-gaussian"}
 
+#: The most glitches per second per detector a simulation takes (O3's detectors saw about one a minute).
+MAX_GLITCH_RATE = 10.0
+
 
 @dataclass(frozen=True)
 class GlitchSpec:
@@ -43,8 +46,9 @@ class GlitchSpec:
     f_low: float = 20.0  # low edge of the SNR integral (Hz)
 
     def __post_init__(self) -> None:
-        if not 0 <= self.rate < float("inf"):
-            raise ConfigError(f"--glitch-rate must be a finite number of glitches per second >= 0, got {self.rate}")
+        if not 0 <= self.rate <= MAX_GLITCH_RATE:
+            raise ConfigError(f"--glitch-rate must be a number of glitches per second in [0, {MAX_GLITCH_RATE:g}], "
+                              f"got {self.rate}")
         bad = [k for k in self.kinds if k not in KINDS]
         if bad or not self.kinds:
             raise ConfigError(f"unknown glitch kind(s) {bad}; known: {', '.join(KINDS)}")

@@ -32,13 +32,26 @@ from gwbatch.errors import ConfigError
 WAVEFORMS = ("gaussian", "sine-gaussian")
 
 
+#: The largest value a simulator range may reach, per field: far beyond any physical use, and
+#: below where the waveform arithmetic overflows (masses of 1e308 Msun, SNRs of 1e308).
+RANGE_CEILINGS = {"snr": 1e4, "sigma": 1e3, "f0": 1e6, "q": 1e3, "mass1": 1e3, "mass2": 1e3, "hrss": 1e-15,
+                  "distance": 1e5}
+
+
 def check_ranges(spec, names, what: str) -> None:
-    """Refuse a simulator spec whose ``(min, max)`` fields ``names`` are not ``0 < min <= max``
-    (``what`` names the spec in the message)."""
+    """Refuse a simulator spec whose ``(min, max)`` fields ``names`` are not ``0 < min <= max <=``
+    the field's :data:`RANGE_CEILINGS` (``what`` names the spec in the message)."""
     for name in names:
         lo, hi = getattr(spec, name)
-        if not 0 < lo <= hi:
-            raise ConfigError(f"{what} {name} range must satisfy 0 < min <= max, got {lo}, {hi}")
+        top = RANGE_CEILINGS[name]
+        if not 0 < lo <= hi <= top:
+            raise ConfigError(f"{what} {name} range must satisfy 0 < min <= max <= {top:g}, got {lo}, {hi}")
+
+
+def check_spacing(spec, what: str) -> None:
+    """Refuse a spec whose ``min_spacing`` (s) is not a finite number >= 0."""
+    if not 0 <= spec.min_spacing < float("inf"):
+        raise ConfigError(f"{what} spacing must be a finite number of seconds >= 0, got {spec.min_spacing}")
 _LN2 = np.log(2.0)
 
 
@@ -61,6 +74,7 @@ class InjectionSpec:
         if bad or not self.waveforms:
             raise ConfigError(f"unknown injection waveform(s) {bad}; known: {', '.join(WAVEFORMS)}")
         check_ranges(self, ("snr", "sigma", "f0", "q"), "injection")
+        check_spacing(self, "--injection-spacing: injection")
         if self.count < 0:
             raise ConfigError(f"injection count must be >= 0, got {self.count}")
 
