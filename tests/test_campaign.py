@@ -203,7 +203,9 @@ def test_cli_exit_codes_and_messages(small_store, tmp_path, capsys):
     assert "results in" in capsys.readouterr().out
     assert main(["run", str(cfg), "--no-progress"]) == 4
     assert "holds a finished run" in capsys.readouterr().err
-    assert main(["run", str(cfg), "--resume", "--overwrite"]) == 2
+    with pytest.raises(SystemExit) as exit_:  # refused by the command line itself, as argparse refuses
+        main(["run", str(cfg), "--resume", "--overwrite"])
+    assert exit_.value.code == 2 and "not allowed with argument --resume" in capsys.readouterr().err
 
 
 def test_python_m_gwbatch_is_the_cli():

@@ -108,6 +108,11 @@ def test_gating_records_and_masks(xp, coloured):
     core = slice(glitch - FS // 4, glitch + FS // 4)
     assert not v[core].any() and np.abs(d[core]).max() < 1e-12
     assert v[glitch + FS : glitch + 2 * FS].all()
+    # what gating took out is recorded (the manifest's livetime.masked_seconds.gated): the gate, 0.5 s,
+    # and its two 0.1 s tapers, within a sample of each edge
+    gated = to_host(cond.gated)
+    assert not (gated & v).any() and gated[core].all()
+    assert abs(int(gated.sum()) - round(0.7 * FS)) <= 4
 
 
 def test_baseline_removed(xp):

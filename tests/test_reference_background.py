@@ -34,8 +34,10 @@ def runs(tmp_path_factory):
     loud = simulate_store(base / "inj.zarr", ifos=("H1", "L1"), duration=512, sample_rate=2048, seed=22,
                           injections=InjectionSpec(count=12, snr=(15.0, 40.0)))
     reference = run_campaign(_campaign(noise, base / "noise-run"), progress=False)
-    measured = run_campaign(_campaign(loud, base / "inj-run", reference=str(base / "noise-run")), progress=False)
-    own = run_campaign(_campaign(loud, base / "inj-own"), progress=False)
+    # half the reference's slides: the run's own background is half as long as the one its FARs use
+    measured = run_campaign(_campaign(loud, base / "inj-run", slides=20, reference=str(base / "noise-run")),
+                            progress=False)
+    own = run_campaign(_campaign(loud, base / "inj-own", slides=20), progress=False)
     return base, reference, measured, own
 
 
@@ -53,7 +55,15 @@ def test_candidates_are_counted_against_the_reference_background(runs):
     # the run's own background (the injections' shifted copies in it) is kept, but not used for FARs
     assert measured.manifest["background"]["reference"] == {
         "run": str(base / "noise-run"), "background_events": len(ref_bg), "background_seconds": t_ref,
-        "deep_cut": None}
+        "deep_cut": None, "tail_fit": None}
+    # the bound and the reach stated are those of the background the FARs come from: the reference's
+    # (they were the run's own, 15x shorter in one probe, while every FAR came from the reference)
+    bg = measured.manifest["background"]
+    assert bg["far_bound_hz"] == pytest.approx(1.0 / t_ref, rel=1e-12)
+    assert bg["ifar_reach_years"] == pytest.approx(t_ref / (365.25 * 86400.0), rel=1e-12)
+    assert measured.manifest["livetime"]["background_seconds"] == pytest.approx(t_ref / 2, rel=0.01)
+    report = (base / "inj-run" / "report.html").read_text()
+    assert f"the background of {base / 'noise-run'}" in report and "IFAR reach (of the reference&#x27;s background)" in report
     assert len(measured.reduced.background_events) == len(own.reduced.background_events)
     # the injections are found at IFARs against noise alone: every loud one at the reference's bound
     inj = measured.reduced.injections
@@ -74,3 +84,25 @@ def test_a_reference_that_does_not_match_is_refused(runs, tmp_path):
     with pytest.raises(ConfigError, match="is not a finished run: no manifest.json"):
         run_campaign(_campaign(base / "inj.zarr", tmp_path / "b", reference=str(tmp_path / "nowhere")), progress=False)
     assert not (tmp_path / "a" / "manifest.json").exists() and not (tmp_path / "b" / "manifest.json").exists()
+
+
+def test_a_reference_whose_deep_slides_kept_every_event_counts_them(tmp_path):
+    """A reference run whose deep slides kept every event (a cut of -inf, null in its manifest, as
+    when its base slides found nothing) counts its deep events and livetime.  The null was read as a
+    cut of +inf: the deep background was ignored, and a candidate below four deep events got the
+    bound 1 / (base livetime), 25% below its counted FAR, labelled a bound."""
+    from gwbatch.background.reference import reference_far
+    from workflow.reference import read_reference
+
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "status": "complete", "background": {"slides": 2, "deep_slides": 10, "deep_cut": None},
+        "livetime": {"per_slide_seconds": [100.0, 50.0, 50.0], "deep_slides_seconds": 1000.0}}))
+    pd.DataFrame({"slide": [1, 3, 5, 8, 12], "snr": [5.0, 6.9, 7.3, 12.4, 14.2]}).to_parquet(
+        tmp_path / "background.parquet")
+    ref = read_reference(str(tmp_path), "snr")
+    assert ref.cut == -np.inf and ref.deep_time == 1000.0 and ref.background_time == 1100.0
+    far = reference_far(np.array([6.28, 20.0]), ref, tail=0).columns
+    assert far["far"].tolist() == pytest.approx([4 / 1100.0, 1 / 1100.0], rel=1e-12)
+    assert far["far_kind"].tolist() == ["counted", "bound"]
+    json.dumps(ref.summary(), allow_nan=False)  # valid JSON: the cut of -inf is null, never -Infinity
+    assert ref.summary()["deep_cut"] is None

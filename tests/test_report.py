@@ -227,7 +227,6 @@ def rich_inputs(ifos=("H1", "L1")) -> dict:
     manifest["provenance"] = PROVENANCE
     manifest["timing"]["stages"] = {"plan": 0.5, "chunks": 3000.0, "reduce": 600.0, "report": 4.5}
     manifest["gpu_utilisation"] = make_gpu()
-    manifest["members"] = MEMBERS
     inj = inputs["injections"]
     inj["hrss"] = np.geomspace(1e-22, 1e-21, len(inj))
     inj["credible_level"] = np.where(inj["found"], np.linspace(0.1, 0.9, len(inj)), np.nan)
@@ -485,7 +484,14 @@ def test_failed_render_leaves_nothing(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(report_html.pathlib.Path, "write_text", boom)
+    monkeypatch.setattr(report_html, "render_report", boom)
+    with pytest.raises(RuntimeError):
+        write_report(tmp_path / "report.html", **empty_inputs())
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()  # a failure while writing: no half page, no temporary file (gwbatch.io.atomic)
+    import gwbatch.io.atomic as atomic
+
+    monkeypatch.setattr(atomic.os, "replace", boom)
     with pytest.raises(RuntimeError):
         write_report(tmp_path / "report.html", **empty_inputs())
     assert list(tmp_path.iterdir()) == []
@@ -690,8 +696,10 @@ def test_gpu_mean_from_samples(tmp_path):
     assert "no GPU was sampled during the run" in text
 
 
-def test_members_section(rich_report):
-    text, _ = rich_report
+def test_members_section(tmp_path):
+    inputs = empty_inputs()
+    inputs["manifest"]["members"] = MEMBERS
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
     section = text.split('id="searches"')[1].split("</section>")[0]
     assert "This campaign runs 2 searches" in section
     assert '<a href="burst/report.html">burst/report.html</a>' in section
@@ -706,7 +714,8 @@ def test_member_links_stay_relative(tmp_path):
         for n, r in (("a", "http://example.org/r.html"), ("b", "javascript:alert(1)"), ("c", "/etc/r.html"),
                      ("d", "../other/report.html"), ("e", "my search/report.html"), ("<b>", None))]
     text = write_report(tmp_path / "report.html", **inputs).read_text()
-    assert [h for h in re.findall(r'<a href="([^"]*)"', text) if not h.startswith("#")] == ["my%20search/report.html"]
+    # in the searches table and in the per-search figures' note: only the relative link
+    assert [h for h in re.findall(r'<a href="([^"]*)"', text) if not h.startswith("#")] == ["my%20search/report.html"] * 2
     assert "<td>javascript:alert(1)</td>" in text and "&lt;b&gt;" in text
 
 
@@ -1019,3 +1028,21 @@ def test_new_figure_inputs_are_escaped(tmp_path):
     text = write_report(tmp_path / "report.html", **inputs, qscans=[qscan], tfmaps=[tfmap],
                         triggers={"statistic": evil, "values": {evil: np.arange(5.0)}}).read_text()
     assert "<script" not in text.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_the_page_of_several_searches_sends_per_search_figures_to_their_reports(tmp_path):
+    """The combined page has no background or injections of its own: it said "no candidates and no
+    background" and "this campaign has no injections" of a campaign whose every search had both.
+    It now links each search's report for the figures that are per search."""
+    inputs = empty_inputs()
+    inputs["manifest"]["members"] = MEMBERS
+    inputs["candidates"] = make_candidates().assign(member="pulse")
+    text = write_report(tmp_path / "report.html", **inputs).read_text()
+    per_search = text.split("Significance and injections, per search")[1].split("</p>")[0]
+    for m in MEMBERS:
+        assert f'<a href="{m["name"]}/report.html">{m["name"]}</a>' in per_search
+    assert "no candidates and no background" not in text and "this campaign has no injections" not in text
+    assert 'id="fig-rank"' not in text
+    # a campaign of one search still draws them
+    single = write_report(tmp_path / "one.html", **{**empty_inputs(), "candidates": make_candidates()}).read_text()
+    assert "per search" not in single and "Ranking statistic distribution" in single

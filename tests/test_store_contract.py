@@ -597,7 +597,7 @@ def test_zero_stretch_is_masked_reported_and_its_injection_not_missed(small_stor
     chunks = run.manifest["chunks"]
     for ifo in ("H1", "L1"):
         assert sum(c["series_stats"][ifo]["zero_samples"] for c in chunks) == (b - a) * fs
-        assert run.manifest["livetime"]["masked_seconds"][ifo] == {"nonfinite": 0.0, "zero_runs": float(b - a), "vetoed": 0.0}
+        assert run.manifest["livetime"]["masked_seconds"][ifo] == {"nonfinite": 0.0, "zero_runs": float(b - a), "vetoed": 0.0, "gated": 0.0}
     edge = campaign.conditioning.filter_duration
     analysed = run.manifest["livetime"]["analysed_seconds"]
     # 254 s analysed without the stretch (1 s whitening edge at each end of the store)

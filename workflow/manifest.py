@@ -187,6 +187,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             }
         )
     bg = reduced.background
+    far_time = reduced.reference["background_seconds"] if reduced.reference else bg.background_time
     injections = reduced.injections
     return {
         "gwbatch_version": gwbatch.__version__,
@@ -222,12 +223,15 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             # exactly the seconds searched: each detector's analysed [start, stop) GPS segments
             "segments_gps": {ifo: sample_times(t0, np.asarray(seg, dtype=np.int64).reshape(-1, 2), fs).tolist()
                              for ifo, seg in reduced.segments.items()},
-            # science time masked because the strain was not data: non-finite samples, runs of exact zeros
+            # science time masked because the strain was not data (non-finite samples, runs of exact
+            # zeros), vetoed after conditioning, or gated
             "masked_seconds": {ifo: {"nonfinite": sum(c["nonfinite_in_science"][ifo] for c in chunks) / fs,
                                      "zero_runs": sum(c["series_stats"][ifo].get("zero_samples", 0)
                                                       for c in chunks) / fs,
                                      "vetoed": sum(c["series_stats"][ifo].get("vetoed_samples", 0)
-                                                   for c in chunks) / fs}
+                                                   for c in chunks) / fs,
+                                     "gated": sum(c["series_stats"][ifo].get("gated_samples", 0)
+                                                  for c in chunks) / fs}
                                for ifo in plan.ifos},
             # the campaign's science segments and vetoes: sources, categories, seconds of the span each removes
             "segments": plan.segments.summary,
@@ -244,13 +248,16 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "deep_cut": bg.deep_cut if bg.deep_cut is not None and np.isfinite(bg.deep_cut) else None,
             "slide_step": plan.slide_step,
             "far_convention": FAR_CONVENTION,
-            "far_bound_hz": (1.0 / bg.background_time) if bg.background_time > 0 else None,
-            "far_bound_per_year": (SECONDS_PER_YEAR / bg.background_time) if bg.background_time > 0 else None,
+            # the bound, the reach and the tail fit are those of the background the candidates' FARs
+            # are measured against: the run's own, or background.reference's (then named below)
+            "far_bound_hz": (1.0 / far_time) if far_time > 0 else None,
+            "far_bound_per_year": (SECONDS_PER_YEAR / far_time) if far_time > 0 else None,
             # the largest IFAR the background can state by counting (1 / the bound); the tail fit's
             # own reach (extrapolated) is tail_fit.ifar_reach_years
-            "ifar_reach_years": bg.background_time / SECONDS_PER_YEAR,
+            "ifar_reach_years": far_time / SECONDS_PER_YEAR,
             "far_tail": campaign.background.far_tail,
-            "tail_fit": bg.fit.summary() if bg.fit is not None else None,
+            "tail_fit": reduced.reference["tail_fit"] if reduced.reference else
+                        bg.fit.summary() if bg.fit is not None else None,
             "hierarchical_removal": campaign.background.hierarchical_removal,
             "removed_from_background": bg.removed,
             # background.reference: the candidates' FARs are against this run's background, not their own

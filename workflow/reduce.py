@@ -57,8 +57,8 @@ def reduce_results(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> R
     reference = None
     if plan.reference is not None:
         ref = read_reference(plan.reference, search.rank_column)
-        candidates = against_reference(candidates, ref, search.rank_column, plan.settings.network.far_tail)
-        reference = ref.summary()
+        candidates, fit = against_reference(candidates, ref, search.rank_column, plan.settings.network.far_tail)
+        reference = {**ref.summary(), "tail_fit": fit.summary() if fit is not None else None}
     injections = None
     table = injection_rows(plan, meta, results)
     if table is not None:
@@ -93,13 +93,16 @@ def measured_psds(plan: Plan, results: list[ChunkResult]) -> dict[str, ChunkPSDs
     return {ifo: chunk_psds(found) for ifo, found in rows.items() if found}
 
 
-def against_reference(candidates: pd.DataFrame, reference, rank_column: str, tail: int) -> pd.DataFrame:
-    """``candidates`` with their FAR columns measured against ``reference``'s background
-    (:func:`gwbatch.background.reference.reference_far`), most significant first."""
-    far = reference_far(candidates[rank_column].to_numpy(np.float64), reference, tail=tail).columns
+def against_reference(candidates: pd.DataFrame, reference, rank_column: str, tail: int):
+    """``(candidates, fit)``: the candidates with their FAR columns measured against ``reference``'s
+    background (:func:`gwbatch.background.reference.reference_far`), most significant first, and the
+    tail fit to that background (None without one)."""
+    result = reference_far(candidates[rank_column].to_numpy(np.float64), reference, tail=tail)
+    far = result.columns
     out = pd.concat([candidates.drop(columns=[c for c in far.columns if c in candidates]).reset_index(drop=True),
                      far.reset_index(drop=True)], axis=1)
-    return out.sort_values(["far", rank_column], ascending=[True, False], kind="stable").reset_index(drop=True)
+    return (out.sort_values(["far", rank_column], ascending=[True, False], kind="stable").reset_index(drop=True),
+            result.fit)
 
 
 def injection_rows(plan: Plan, meta: StoreMeta, results: list[ChunkResult]) -> pd.DataFrame | None:

@@ -66,6 +66,8 @@ def read_reference(path: str, rank_column: str) -> ReferenceBackground:
     live = manifest["livetime"]
     base = events["slide"].to_numpy() <= n_slides
     ranks = events[rank_column].to_numpy(np.float64)
+    deep_time = float(live.get("deep_slides_seconds") or 0.0)
+    # the manifest's null cut: no deep slides, or deep slides that kept every event (a cut of -inf)
     cut = manifest["background"].get("deep_cut")
     return ReferenceBackground(str(root), ranks[base], float(np.sum(live["per_slide_seconds"][1:])), ranks[~base],
-                               float(live.get("deep_slides_seconds") or 0.0), float(cut) if cut is not None else np.inf)
+                               deep_time, float(cut) if cut is not None else -np.inf)

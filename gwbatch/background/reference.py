@@ -39,8 +39,11 @@ class ReferenceBackground:
         return self.time + self.deep_time
 
     def summary(self) -> dict:
+        """The manifest's ``background.reference`` (a cut of -inf, every deep event kept, is null there
+        as in the reference's own manifest)."""
         return {"run": self.source, "background_events": int(self.ranks.size + self.deep_ranks.size),
-                "background_seconds": self.background_time, "deep_cut": self.cut if self.deep_time > 0 else None}
+                "background_seconds": self.background_time,
+                "deep_cut": self.cut if self.deep_time > 0 and np.isfinite(self.cut) else None}
 
 
 def reference_far(stat: np.ndarray, reference: ReferenceBackground, *, tail: int) -> FarResult:

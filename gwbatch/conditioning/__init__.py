@@ -45,6 +45,7 @@ class Conditioned:
     snr2_per_energy: float | None  # rho^2 per unit whitened energy; None when not whitened
     note: str = ""
     psd: tuple | None = None  # (frequencies, one-sided PSD) the data were whitened with, when whitened
+    gated: object = None  # bool array of the samples gating took out of ``valid`` (None: no gating)
 
 
 def filter_half_length(cfg: ConditioningSettings, sample_rate: float) -> int:
@@ -71,10 +72,12 @@ def condition(x, valid, cfg: ConditioningSettings, sample_rate: float) -> Condit
         if cfg.baseline is not None:
             data = data - running_median_baseline(data, valid, max(1, int(round(cfg.baseline * sample_rate))))
             data = xp.where(valid, data, 0.0)
-    peaks, values = np.zeros(0, np.int64), np.zeros(0)
+    peaks, values, gated = np.zeros(0, np.int64), np.zeros(0), None
     if cfg.gate_threshold is not None:
+        before = valid
         data, valid, peaks, values = apply_gating(
             data, valid, cfg.gate_threshold,
             int(round(cfg.gate_half_width * sample_rate)), int(round(cfg.gate_taper * sample_rate)),
         )
-    return Conditioned(data, valid, peaks, values, nseg, snr2, psd=(freqs, psd) if cfg.whiten else None)
+        gated = before & ~valid
+    return Conditioned(data, valid, peaks, values, nseg, snr2, psd=(freqs, psd) if cfg.whiten else None, gated=gated)

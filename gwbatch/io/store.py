@@ -1338,7 +1338,9 @@ def coverage_lines(meta: StoreMeta) -> list[str]:
     n_sec = dq.shape[1]
     t0 = float(GPSTime.parse(str(meta.t0)))
     data_bit = 1 << meta.dq_bits.index("DATA") if "DATA" in meta.dq_bits else 0
-    lines = ["coverage"]
+    # from the DQ record and the chunks written, without reading the strain: NaN or zero samples
+    # inside written data are masked by the search (livetime.masked_seconds), not counted here
+    lines = ["coverage (DQ DATA bit, chunks written; NaN or zeros inside the data are not counted here)"]
     for row, ifo in enumerate(meta.ifos):
         ok = (dq[row] & data_bit).astype(bool) if data_bit else np.ones(n_sec, bool)
         if meta.checksums is not None:  # chunks never written read as gaps

@@ -19,7 +19,8 @@ class Raw(str):
     """Markup built here from escaped parts (a link); :func:`html_table` puts it in a cell as it is."""
 
 
-def _cell(value) -> str:
+def html_of(value) -> str:
+    """``value`` as markup: :class:`Raw` markup (a :func:`link`) as it is, anything else escaped."""
     return value if isinstance(value, Raw) else esc(value)
 
 
@@ -41,7 +42,7 @@ def html_table(header: Sequence[str], rows: Iterable[Sequence], numeric: Sequenc
     body = []
     for row in rows:
         cells = "".join(
-            f'<td class="num">{_cell(c)}</td>' if (i < len(numeric) and numeric[i]) else f"<td>{_cell(c)}</td>"
+            f'<td class="num">{html_of(c)}</td>' if (i < len(numeric) and numeric[i]) else f"<td>{html_of(c)}</td>"
             for i, c in enumerate(row)
         )
         body.append(f"<tr>{cells}</tr>")

@@ -195,12 +195,17 @@ def _livetime_rows(manifest: dict) -> Rows:
         cut = bg.get("deep_cut")
         rows.append(("deep slides", f"{fmt_int(bg['deep_slides'])}, keeping events ranked "
                      + (f">= {num(cut, '.4g')}" if cut is not None else "at any rank")))
+    reference = bg.get("reference") if isinstance(bg.get("reference"), dict) else None
+    if reference:
+        rows.append(("FARs measured against", f"the background of {text(reference.get('run'))}: "
+                     f"{fmt_int(reference.get('background_events'))} events in "
+                     f"{fmt_seconds(reference.get('background_seconds'))} (background.reference), not this run's"))
     if bg.get("ifar_reach_years") is not None:
         fit = bg.get("tail_fit") or {}
         reach = f"{fmt_ifar(bg['ifar_reach_years'])} yr counted"
         if fit.get("ifar_reach_years") is not None:
             reach += f"; {fmt_ifar(fit['ifar_reach_years'])} yr from the tail fit (up to rank {num(fit.get('extrapolated_up_to'), '.4g')})"
-        rows.append(("IFAR reach", reach))
+        rows.append(("IFAR reach" + (" (of the reference's background)" if reference else ""), reach))
     rows += [
         ("background method", text(bg.get("method"))),
         ("FAR convention", text(bg.get("far_convention"))),

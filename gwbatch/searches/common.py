@@ -105,6 +105,8 @@ def bookkeeping(series: ChunkSeries, start: int, read_start: int, n_triggers: in
         "zero_samples": int(np.count_nonzero(series.zeros[lo:hi] & series.science[lo:hi])),
         # samples of the chunk's own part vetoed after conditioning (categories 2 and 4)
         "vetoed_samples": int(np.count_nonzero(series.vetoed[lo:hi])),
+        # samples of the chunk's own part that gating took out (the gate and its tapers)
+        "gated_samples": int(cond.gated[lo:hi].sum()) if cond.gated is not None else 0,
         "analysed_samples": int(proper_valid.sum()),
         "triggers": int(n_triggers),
         "note": cond.note,

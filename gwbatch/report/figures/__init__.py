@@ -39,7 +39,7 @@ from gwbatch.report.figures.injections import (
 from gwbatch.report.figures.radio import fig_dm_time, fig_snr_dm
 from gwbatch.report.figures.ranking import fig_ranking
 from gwbatch.report.figures.sensitivity import fig_sensitivity, fig_sensitivity_searches
-from gwbatch.report.markup import section
+from gwbatch.report.markup import html_of, link, section, subsection
 
 
 def figures_section(manifest: dict, candidates: pd.DataFrame, background: pd.DataFrame,
@@ -49,17 +49,27 @@ def figures_section(manifest: dict, candidates: pd.DataFrame, background: pd.Dat
     :func:`fig_sensitivity_searches`); a figure that fails to draw is named as missing (:func:`guarded`)."""
     pulses = [part for part in (guarded("Single pulses over DM and time", fig_dm_time, manifest, candidates),
                                 guarded("S/N against DM", fig_snr_dm, manifest, candidates)) if part]
+    members = [m for m in manifest.get("members") or [] if isinstance(m, dict)]
+    if members:  # each search ranks in its own statistic against its own background and injections
+        reports = ", ".join(html_of(link(m.get("report"), m.get("name"))) for m in members)
+        per_search = [subsection("Significance and injections, per search",
+                                 '<p class="note">The ranking statistic, injection recovery, detection efficiency, '
+                                 f"sensitivity and localisation figures are each search's own: {reports}.</p>")]
+    else:
+        per_search = [
+            guarded("Ranking statistic distribution", fig_ranking, manifest, candidates, background),
+            guarded("Injection recovery", fig_injections, injections, ifos),
+            guarded("Detection efficiency", fig_efficiency, manifest, injections),
+            guarded("Detection efficiency against hrss", fig_efficiency, manifest, injections, "hrss",
+                    "injected hrss (strain / \u221aHz)", ".2e"),
+            guarded("Sensitivity", fig_sensitivity, manifest, injections),
+        ]
     body = "\n".join([
         *pulses,
         guarded("Candidates over time", fig_candidates_time, manifest, candidates, injections),
         guarded("Cumulative IFAR", fig_cumulative_ifar, manifest, candidates, background),
-        guarded("Ranking statistic distribution", fig_ranking, manifest, candidates, background),
-        guarded("Injection recovery", fig_injections, injections, ifos),
-        guarded("Detection efficiency", fig_efficiency, manifest, injections),
-        guarded("Detection efficiency against hrss", fig_efficiency, manifest, injections, "hrss",
-                "injected hrss (strain / \u221aHz)", ".2e"),
-        guarded("Sensitivity", fig_sensitivity, manifest, injections),
+        *per_search,
         guarded("Sensitivity per search", fig_sensitivity_searches, searches),
-        guarded("Sky localisation", fig_localisation, injections),
+        *([] if members else [guarded("Sky localisation", fig_localisation, injections)]),
     ])
     return section("Figures", body, "figures")
