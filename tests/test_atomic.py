@@ -60,13 +60,30 @@ def test_a_writer_killed_outright_leaves_a_temporary_the_next_write_removes(tmp_
 def test_temporaries_of_live_writers_and_other_hosts_are_kept(tmp_path):
     target = tmp_path / "psd.h5"
     host = socket.gethostname()
-    live = tmp_path / f".{target.name}.tmp.{host}.{os.getppid()}.abc123"      # a live process of this host
-    other = tmp_path / f".{target.name}.tmp.elsewhere-{host}.999999.abc123"   # another host's writer
-    dead = tmp_path / f".{target.name}.tmp.{host}.{_dead_pid()}.abc123"
-    for p in (live, other, dead):
+    dead_pid = _dead_pid()
+    live = tmp_path / f".{target.name}.tmp.{host}.{os.getppid()}.0123456789ab"      # a live process of this host
+    other = tmp_path / f".{target.name}.tmp.elsewhere-{host}.999999.0123456789ab"   # another host's writer
+    dead = tmp_path / f".{target.name}.tmp.{host}.{dead_pid}.0123456789ab"
+    # another target whose name extends this one's prefix: its temporaries are never this one's
+    cousin = tmp_path / f".{target.name}.tmp.{host}.{dead_pid}.tmp.{host}.{os.getpid()}.0123456789ab"
+    users = tmp_path / f".{target.name}.tmp.{host}.{dead_pid}.notes"  # not a name gwbatch makes
+    for p in (live, other, dead, cousin, users):
         p.write_bytes(b"partial")
     assert remove_stale_temps(target) == [dead]
-    assert live.exists() and other.exists() and not dead.exists()
+    assert live.exists() and other.exists() and cousin.exists() and users.exists() and not dead.exists()
+
+
+def test_written_files_get_an_ordinary_mode(tmp_path):
+    """Outputs are created as open() creates them (0666 less the umask), not 0600: a run shared
+    with a group stays readable to it."""
+    umask = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "report.html", lambda fh: fh.write(b"<html>"))
+        write_table(pd.DataFrame({"snr": [8.0]}), tmp_path / "t.parquet")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "t.parquet").stat().st_mode & 0o777 == 0o644
 
 
 def test_rival_writers_of_one_target_never_mix(tmp_path):

@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
+import secrets
 import socket
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -52,6 +53,10 @@ def process_alive(pid: int, started: str | None = None) -> bool:
     return started is None or now is None or now == started
 
 
+#: What follows a temporary file's prefix: the writer's PID and 12 random hex digits.
+_TEMP_TAIL = re.compile(r"(\d+)\.[0-9a-f]{12}")
+
+
 def _temp_prefix(path: Path, host: str) -> str:
     return f".{path.name}.tmp.{host}."
 
@@ -66,15 +71,28 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{_temp_prefix(path, socket.gethostname())}{os.getpid()}.")
-    os.close(fd)
-    tmp = Path(name)
+    tmp = _new_temp(path)
     try:
         yield tmp
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _new_temp(path: Path) -> Path:
+    """A new empty file beside ``path`` named ``.NAME.tmp.HOST.PID.RANDOM``, created exclusively (never
+    through a link) with the mode an ordinary file gets (0666 less the umask, as ``open`` gives:
+    ``tempfile.mkstemp``'s 0600 would hide a shared run's outputs from its group)."""
+    prefix = f"{_temp_prefix(path, socket.gethostname())}{os.getpid()}."
+    for _ in range(100):
+        tmp = path.parent / f"{prefix}{secrets.token_hex(6)}"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def write_atomically(path: str | os.PathLike, write) -> Path:
@@ -93,8 +111,8 @@ def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
     removed = []
     for name in glob.glob(glob.escape(str(path.parent / prefix)) + "*"):
         temp = Path(name)
-        pid = temp.name[len(prefix):].split(".", 1)[0]
-        if not pid.isdigit() or process_alive(int(pid)) or temp.is_symlink() or not temp.is_file():
+        owner = _TEMP_TAIL.fullmatch(temp.name[len(prefix):])  # exactly PID.RANDOM: no other target's temp
+        if owner is None or process_alive(int(owner[1])) or temp.is_symlink() or not temp.is_file():
             continue
         with contextlib.suppress(FileNotFoundError):  # another writer may have removed it first
             temp.unlink()
