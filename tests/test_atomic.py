@@ -61,16 +61,33 @@ def test_temporaries_of_live_writers_and_other_hosts_are_kept(tmp_path):
     target = tmp_path / "psd.h5"
     host = socket.gethostname()
     dead_pid = _dead_pid()
-    live = tmp_path / f".{target.name}.tmp.{host}.{os.getppid()}.0123456789ab"      # a live process of this host
-    other = tmp_path / f".{target.name}.tmp.elsewhere-{host}.999999.0123456789ab"   # another host's writer
-    dead = tmp_path / f".{target.name}.tmp.{host}.{dead_pid}.0123456789ab"
-    # another target whose name extends this one's prefix: its temporaries are never this one's
-    cousin = tmp_path / f".{target.name}.tmp.{host}.{dead_pid}.tmp.{host}.{os.getpid()}.0123456789ab"
+    hexes = "0123456789ab"
+    live = tmp_path / f".{target.name}.tmp.{host}.{os.getppid()}.{hexes}"      # a live process of this host
+    other = tmp_path / f".{target.name}.tmp.elsewhere.{dead_pid}.{hexes}"     # another host's writer
+    longer = tmp_path / f".{target.name}.tmp.{host}.5.{dead_pid}.{hexes}"     # host "<this host>.5"
+    dead = tmp_path / f".{target.name}.tmp.{host}.{dead_pid}.{hexes}"
+    # another target whose name extends this one's: its temporary is its live writer's
+    cousin = tmp_path / f".{target.name}.tmp.{host}.{dead_pid}.tmp.{host}.{os.getpid()}.{hexes}"
     users = tmp_path / f".{target.name}.tmp.{host}.{dead_pid}.notes"  # not a name gwbatch makes
-    for p in (live, other, dead, cousin, users):
+    for p in (live, other, longer, dead, cousin, users):
         p.write_bytes(b"partial")
-    assert remove_stale_temps(target) == [dead]
-    assert live.exists() and other.exists() and cousin.exists() and users.exists() and not dead.exists()
+    assert remove_stale_temps(tmp_path) == [dead]
+    assert all(p.exists() for p in (live, other, longer, cousin, users)) and not dead.exists()
+
+
+def test_a_directory_is_swept_once_per_process_and_long_names_fit(tmp_path, monkeypatch):
+    """Writing many files into one directory (a month's chunk checkpoints) lists it once, not once
+    a file; a target of 250 bytes still gets a temporary name of at most 255."""
+    import gwbatch.io.atomic as atomic
+
+    calls = []
+    monkeypatch.setattr(atomic, "remove_stale_temps", lambda d: calls.append(Path(d)) or [])
+    for k in range(20):
+        write_atomically(tmp_path / f"chunk-{k:04d}.json", lambda fh: fh.write(b"{}"))
+    assert calls == [tmp_path]
+    long = tmp_path / ("x" * 250)
+    write_atomically(long, lambda fh: fh.write(b"ok"))
+    assert long.read_bytes() == b"ok" and _temps(long) == []
 
 
 def test_written_files_get_an_ordinary_mode(tmp_path):

@@ -649,3 +649,31 @@ def test_the_dashboard_listens_on_localhost_unless_told_otherwise():
         port = next(iter(server._sockets.values())).getsockname()[1]
         assert hosts == {"127.0.0.1"}
         assert cluster.dashboard == f"http://127.0.0.1:{port}/status"
+
+
+def test_a_finished_run_whose_lock_cannot_be_taken_is_read_without_it(tmp_path, monkeypatch):
+    """export and vt hold a run's lock while they read it, but a colleague's run shared with a group
+    (its lock file not writable here) or a read-only archive is read without the lock, not refused."""
+    from gwbatch.errors import OutputError
+    from workflow.rundir import LOCK, MARKER, Lock, reading_finished_run
+
+    (tmp_path / MARKER).write_text("")
+    Lock(tmp_path, "gwbatch run").acquire().release()  # the lock file stays, as after any run
+    held = Lock(tmp_path, "a campaign").acquire()
+    try:
+        with pytest.raises(OutputError, match="is in use by"), reading_finished_run(tmp_path, "gwbatch vt"):
+            pass
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == tmp_path / LOCK else real(p, mode))
+        with reading_finished_run(tmp_path, "gwbatch vt"):
+            pass  # not writable by this user: read without the lock
+    finally:
+        held.release()
+
+
+def test_config_example_out_needs_a_name(tmp_path, capsys):
+    from workflow.cli import main
+
+    assert main(["config", "example", "--out", str(tmp_path / "x")]) == 2
+    assert "config example --out/--overwrite need a NAME" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -106,3 +106,22 @@ def test_a_reference_whose_deep_slides_kept_every_event_counts_them(tmp_path):
     assert far["far_kind"].tolist() == ["counted", "bound"]
     json.dumps(ref.summary(), allow_nan=False)  # valid JSON: the cut of -inf is null, never -Infinity
     assert ref.summary()["deep_cut"] is None
+
+
+def test_gated_time_is_counted_in_masked_seconds(tmp_path):
+    """``livetime.masked_seconds.gated``: each gate takes 2 x half_width + 2 x taper of a detector's
+    time (0.7 s here) out of the livetime, and the manifest counts it (it counted only non-finite
+    samples, zero runs and vetoes)."""
+    from gwbatch.simulate.glitches import GlitchSpec
+
+    store = simulate_store(tmp_path / "g.zarr", ifos=("H1", "L1"), duration=256, sample_rate=2048, seed=5,
+                           glitches=GlitchSpec(rate=0.02, snr=(400.0, 600.0), kinds=("blip",)))
+    campaign = validate_campaign({**_campaign(store, tmp_path / "run").model_dump(mode="json"),
+                                  "conditioning": {"gating": {"threshold": 50.0, "half_width": 0.25, "taper": 0.1}}})
+    run = run_campaign(campaign, progress=False)
+    gates = run.reduced.gates
+    masked = run.manifest["livetime"]["masked_seconds"]
+    assert len(gates) >= 3
+    for ifo in ("H1", "L1"):
+        n = int((gates["ifo"] == ifo).sum())
+        assert masked[ifo]["gated"] == pytest.approx(0.7 * n, abs=n * 4 / 2048)  # a sample or two per edge

@@ -319,6 +319,9 @@ def cmd_config(args) -> int:
         from workflow.examples import list_examples, write_example
 
         if args.name is None:
+            if args.out is not None or args.overwrite:
+                raise ConfigError("config example --out/--overwrite need a NAME to write (the list: "
+                                  "'gwbatch config example')")
             print("\n".join(list_examples()))
             return 0
         for line in write_example(args.name, args.out or Path("."), overwrite=args.overwrite):

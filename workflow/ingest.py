@@ -177,9 +177,12 @@ def ingest_channels(inputs: Sequence[str | os.PathLike], channels: Sequence[str]
     wanted = parse_channels(channels)
     if backend not in ("numpy", "cupy"):
         raise ConfigError(f"ingest backend {backend!r} is not one of numpy, cupy")
-    if sample_rate is not None and not (isinstance(sample_rate, int) and not isinstance(sample_rate, bool)
-                                        and 1 <= sample_rate <= MAX_SAMPLE_RATE):
-        raise ConfigError(f"--sample-rate must be a whole number of Hz in [1, {MAX_SAMPLE_RATE:.0f}], got {sample_rate!r}")
+    if sample_rate is not None:
+        if not (isinstance(sample_rate, (int, float, np.integer, np.floating)) and not isinstance(sample_rate, bool)
+                and 1 <= sample_rate <= MAX_SAMPLE_RATE and float(sample_rate).is_integer()):
+            raise ConfigError(f"--sample-rate must be a whole number of Hz in [1, {MAX_SAMPLE_RATE:.0f}], "
+                              f"got {sample_rate!r}")
+        sample_rate = int(sample_rate)
     resolve_backend(backend)  # cupy without a GPU: one line now, not a failed task later
     if append and overwrite:
         raise OutputError("--append extends a store and --overwrite replaces it; pass one of them")

@@ -260,11 +260,13 @@ def reading_finished_run(folder: Path, command: str) -> Iterator[None]:
     """Hold the lock of the run directory of ``folder`` (a run, or one search of a multi-search run)
     while ``command`` reads its finished outputs and writes beside them (export's bank cache, vt's
     table): a campaign cannot rewrite the run meanwhile, and two such commands never race.  A folder
-    that is not a run directory, or one this process cannot write (a read-only archive of runs), is
-    read without it."""
+    that is not a run directory, or whose lock this process cannot take (a read-only archive of
+    runs, a colleague's run shared with a group), is read without it."""
     folder = Path(folder)
     top = folder.parent if (folder / MEMBER_MARKER).is_file() else folder
-    if not (top / MARKER).is_file() or not os.access(top, os.W_OK | os.X_OK):
+    lock_file = top / LOCK
+    if not (top / MARKER).is_file() or not os.access(top, os.W_OK | os.X_OK) or (
+            lock_file.exists() and not os.access(lock_file, os.R_OK | os.W_OK)):
         yield
         return
     lock = Lock(top, command).acquire()

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from gwbatch.io.atomic import write_atomically
 from gwbatch.radio.dedisperse import K_DM  # s MHz^2 pc^-1 cm^3: delay = K_DM * DM * f^-2, f in MHz
 
 TRIGGER_COLUMNS = ("beam", "dm_index", "dm", "sample", "width", "snr")
@@ -404,9 +405,8 @@ def write_heimdall_cands(candidates: pd.DataFrame, path, tsamp: float, multibeam
         if any(not b or any(ch.isspace() for ch in b) for b in beams):
             raise ValueError("beam labels must be non-empty and free of whitespace in a .cand file")
         columns.append(beams)
-    path = Path(path)
-    path.write_text("".join("\t".join(fields) + "\t\n" for fields in zip(*columns)))
-    return path
+    text = "".join("\t".join(fields) + "\t\n" for fields in zip(*columns))
+    return write_atomically(path, lambda fh: fh.write(text.encode()))
 
 
 def read_heimdall_cands(path, beam: str | None = None) -> pd.DataFrame:
