@@ -96,6 +96,10 @@ def cmd_simulate(args) -> int:
     from gwbatch.simulate.injections import InjectionSpec
 
     _require_noise_options(args)
+    from gwbatch.config.limits import MAX_WORKERS
+
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise ConfigError(f"--workers must be a number of processes in [1, {MAX_WORKERS}], got {args.workers}")
     spec = None
     if args.injections:
         spec = InjectionSpec(
