@@ -4,6 +4,8 @@ file and the report; on the synthetic pulsar of ``tutorial.fil`` and on real Par
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -181,3 +183,49 @@ def test_pulses_at_chunk_edges_are_found_once(tmp_path):
         assert abs(found["dm"] - pulse.dm) <= max(0.1 * pulse.dm, 3 * np.median(steps)), (pulse, found["dm"])
         assert not found["rfi"]
     assert len(c) == len(pulses)  # and nothing else at S/N 8 in Gaussian noise
+
+
+def _beam_file(path, beam: int, keep_bytes: int | None = None):
+    """tutorial.fil as beam ``beam`` (an ``ibeam`` header key), cut to ``keep_bytes`` of data."""
+    import struct
+
+    def text(s):
+        return struct.pack("<i", len(s)) + s.encode()
+
+    raw = (RADIO / "tutorial.fil").read_bytes()
+    start, end = len(text("HEADER_START")), raw.index(b"HEADER_END") + len("HEADER_END")
+    data = raw[end:] if keep_bytes is None else raw[end:end + keep_bytes]
+    path.write_bytes(text("HEADER_START") + text("ibeam") + struct.pack("<i", beam) + raw[start:end] + data)
+    return path
+
+
+def test_a_beam_without_data_is_masked_and_a_run_with_nothing_searchable_is_refused(tmp_path, capsys):
+    """A beam whose file ends early left chunks with no valid sample of it: those chunks failed and the
+    run exited 5, throwing away the other beam's results.  A run whose every channel is masked ended
+    'complete' with its seconds counted as searched.  Now the empty beam is masked (no livetime there),
+    and a run that can search nothing is refused (exit 3).  plan.chunk must hold four SK blocks."""
+    # beam 2 holds the first 20 s of the 60 s (2-bit, 64 channels: 16 bytes a sample, 3125 samples a second)
+    ingest_filterbank([_beam_file(tmp_path / "b1.fil", 1), _beam_file(tmp_path / "b2.fil", 2, 62500 * 16)],
+                      tmp_path / "mb.zarr")
+    base = ["run", str(ROOT / "configs" / "radio-tutorial.yaml"), "--set", "cluster.kind=in-process", "--no-progress"]
+    assert main([*base, "--set", f"data.store={tmp_path / 'mb.zarr'}", "--out", str(tmp_path / "mb")]) == 0
+    manifest = json.loads((tmp_path / "mb" / "manifest.json").read_text())
+    live = manifest["livetime"]["analysed_seconds"]
+    assert sorted(live.values()) == pytest.approx([20.0, 60.0064], abs=1e-3)
+    cands = pd.read_parquet(tmp_path / "mb" / "candidates.parquet")
+    late = cands[cands["gps_time"] - cands["gps_time"].min() > 25.0]
+    assert len(late) > 50 and late["ifo"].nunique() == 1  # after 20 s only the full beam is searched
+    # the manifest lists the Heimdall file, and says how the radio FARs are made (not by time slides)
+    assert manifest["outputs"]["cand"] == "candidates.cand" and (tmp_path / "mb" / "candidates.cand").is_file()
+    assert manifest["background"]["far_convention"].startswith("far = effective trials")
+
+    ingest_filterbank([RADIO / "tutorial.fil"], tmp_path / "t.zarr")
+    (tmp_path / "all.txt").write_text("0:63\n")
+    single = [*base, "--set", f"data.store={tmp_path / 't.zarr'}", "--set", "data.duration=12"]
+    assert main([*single, "--set", f"search.rfi.mask={tmp_path / 'all.txt'}", "--out", str(tmp_path / "none")]) == 3
+    assert "no sample could be searched" in capsys.readouterr().err
+    assert not (tmp_path / "none" / "manifest.json").exists() or json.loads(
+        (tmp_path / "none" / "manifest.json").read_text())["status"] != "complete"
+    assert main([*single, "--set", "plan.chunk=0.01", "--out", str(tmp_path / "short")]) == 2
+    assert "plan.chunk (0.01 s) is too short for the radio search's per-chunk statistics: at least 0.328 s" in \
+        capsys.readouterr().err

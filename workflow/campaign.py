@@ -208,8 +208,8 @@ def check_analysed(m: Member, reduced: Reduced) -> None:
         return
     fs = m.plan.sample_rate
     seconds = {ifo: float(segments_total(seg) / fs) for ifo, seg in reduced.segments.items()}
-    raise nothing_to_analyse(m, seconds, "no sample could be searched (missing, non-finite, runs of zeros, or "
-                                         "out of science)")
+    raise nothing_to_analyse(m, seconds, "no sample could be searched (missing, non-finite, runs of zeros, "
+                                         "out of science, or every radio channel flagged)")
 
 
 def run_campaign(

@@ -19,8 +19,10 @@ from gwbatch.background.far import SECONDS_PER_YEAR
 from gwbatch.config import Campaign, Suite
 from gwbatch.conditioning.mask import segments_total
 from gwbatch.gpstime import GPSTime, sample_times
+from gwbatch.searches import get_search
 from workflow.member import Member, RunSummary
 from workflow.reduce import Reduced
+from workflow.rundir import CAND_FILE, DISPERSED_COLUMNS
 
 
 FAR_CONVENTION = (
@@ -247,7 +249,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "deep_slides": plan.deep_slides,
             "deep_cut": bg.deep_cut if bg.deep_cut is not None and np.isfinite(bg.deep_cut) else None,
             "slide_step": plan.slide_step,
-            "far_convention": FAR_CONVENTION,
+            "far_convention": get_search(plan.search).far_convention or FAR_CONVENTION,
             # the bound, the reach and the tail fit are those of the background the candidates' FARs
             # are measured against: the run's own, or background.reference's (then named below)
             "far_bound_hz": (1.0 / far_time) if far_time > 0 else None,
@@ -277,6 +279,7 @@ def build_manifest(campaign, plan, meta, reduced: Reduced, results, status, clus
             "report": "report.html", **({"injections": "injections.parquet"} if injections is not None else {}),
             **({"skymaps": sorted(reduced.skymaps)} if reduced.skymaps else {}),
             **({"psd": "psd.h5"} if reduced.psds else {}),
+            **({"cand": CAND_FILE} if DISPERSED_COLUMNS <= set(reduced.candidates.columns) else {}),
         },
         "timing": {"wall_seconds": wall, "chunk_seconds_total": float(sum(c["seconds"] for c in chunks)),
                    "task_stages": task_stages(chunks)},

@@ -18,10 +18,9 @@ from gwbatch.report.html import write_report
 from workflow.manifest import failed_manifest
 from workflow.member import Member, RunSummary
 from workflow.reduce import Reduced, trigger_table
-from workflow.rundir import CAND_FILE, RunDirectory, output_errors
+from workflow.rundir import CAND_FILE, DISPERSED_COLUMNS, RunDirectory, output_errors
 
 #: Candidate columns of dispersed pulses (the radio search): such a table is also written as Heimdall ``.cand`` text.
-DISPERSED_COLUMNS = {"beam", "dm_index", "dm", "width", "sample", "snr", "members"}
 
 
 def commit_failed(run: RunDirectory, members: list[Member], cluster, reason: str | None = None) -> None:

@@ -72,6 +72,8 @@ JOURNAL = "COMMIT"
 #: The final set's files besides the manifest, and the skymaps directory.
 #: Heimdall's text format of the radio search's candidates (:func:`gwbatch.radio.candidates.write_heimdall_cands`).
 CAND_FILE = "candidates.cand"
+#: Candidate columns of dispersed pulses: a run whose candidates have them also writes :data:`CAND_FILE`.
+DISPERSED_COLUMNS = {"beam", "dm_index", "dm", "width", "sample", "snr", "members"}
 #: ``gwbatch vt RUN``'s table: made from one final set, so a new final set discards it.
 VT_FILE = "vt.json"
 FINAL_FILES = ("candidates.parquet", "triggers.parquet", "background.parquet", "injections.parquet",

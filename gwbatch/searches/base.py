@@ -149,6 +149,9 @@ class Search(Protocol):
     #: SNRs and ``sigma_<ifo>``, and it implements :meth:`snr_series`; they are exported as
     #: ``sngl_inspiral`` rows and their skymaps get distance layers.  False: unmodelled (``sngl_burst``).
     modelled: ClassVar[bool]
+    #: How the search's FARs are formed, for the manifest, where not from time slides (None: the
+    #: time-slide convention, ``workflow.manifest.FAR_CONVENTION``).
+    far_convention: ClassVar[str | None] = None
 
     def check_rate(self, section, sample_rate: float) -> None:
         """Refuse (:class:`~gwbatch.errors.ConfigError`, naming the key, its value and the allowed range)

@@ -198,6 +198,9 @@ class RadioSearch:
     statistic_name = "dedispersed S/N"
     rank_column = "snr"
     modelled = False
+    far_convention = ("far = effective trials (DM trials x boxcar widths x samples / width, per beam) x the "
+                      "Gaussian tail of the candidate's S/N / the beam's livetime (far_kind 'noise model'; no time "
+                      "slides, nothing counted; RFI-flagged candidates keep their FARs and are ranked last)")
 
     def check_rate(self, section: RadioSearchConfig, sample_rate: float) -> None:
         """The DM plan is checked with the band (:meth:`settings`)."""
@@ -209,6 +212,10 @@ class RadioSearch:
         s = campaign.search
         if s.dm_max <= s.dm_min:
             raise ConfigError(f"search.dm_max ({s.dm_max}) must exceed search.dm_min ({s.dm_min})")
+        shortest = min_chunk_seconds(s, sample_rate)
+        if campaign.plan.chunk != "auto" and campaign.plan.chunk < shortest:
+            raise ConfigError(f"plan.chunk ({campaign.plan.chunk:g} s) is too short for the radio search's per-chunk "
+                              f"statistics: at least {shortest:.3g} s ({MIN_SK_BLOCKS} blocks of search.rfi.sk_block samples)")
         freqs = np.asarray(layout.frequencies, dtype=np.float64)
         plan = dm_plan(freqs, 1.0 / sample_rate, s.dm_min, s.dm_max, s.pulse_width, s.dm_tolerance, s.decimate)
         mask = None
@@ -276,14 +283,17 @@ class RadioSearch:
                     span = read_spectra_span(task.store, beam, spec.read_start, spec.read_stop,
                                              dq_required=task.dq_required,
                                              excluded=task.segments.excluded if task.segments else None)
+                valid, note, stats = span.valid, "no valid sample of this beam in the chunk", {}
                 with run.stage("condition"):
-                    valid = span.valid
-                    cond, spectra = _condition(span.spectra, valid, settings, xp)
+                    if valid.any():  # a beam without data here (a gap, a shorter file) is masked, not an error
+                        cond, spectra = _condition(span.spectra, valid, settings, xp)
+                        note, stats = cond.note, {"good_channels": cond.n_good, "flagged_channels": int(cond.mask.sum())}
+                        if cond.n_good == 0:  # every channel flagged: nothing of the beam is searched or counted
+                            valid = np.zeros_like(valid)
                 with run.stage("search"):
-                    frame = self._search_beam(settings, spectra, valid, spec, xp)
+                    frame = self._search_beam(settings, spectra, valid, spec, xp) if valid.any() else _no_triggers()
                     frame.insert(0, "ifo", beam)
-                run.add(_beam_series(beam, valid, span, spec, cond.note), frame,
-                        {"good_channels": cond.n_good, "flagged_channels": int(cond.mask.sum())})
+                run.add(_beam_series(beam, valid, span, spec, note), frame, stats)
         return run.result(TRIGGER_COLUMNS)
 
     def _search_beam(self, settings: RadioSettings, spectra, valid: np.ndarray, spec: ChunkSpec, xp) -> pd.DataFrame:
@@ -334,7 +344,8 @@ class RadioSearch:
         rows = []
         for ifo, cands in zip(reduction.ifos, reduction.triggers):
             livetime = coverage_time([(reduction.segments[ifo] - reduction.span_start) / fs], 1)
-            trials = sum(effective_trials(livetime * fs / d, t.stop - t.start, widths) for d, t in plan.levels)
+            trials = sum(effective_trials(livetime * fs / d, t.stop - t.start, widths)
+                         for d, t in plan.levels) if livetime > 0 else 0.0  # a beam never searched
             far = trials * _gaussian_tail(cands["snr"].to_numpy()) / livetime if livetime > 0 else \
                 np.full(len(cands), np.inf)
             rows.append(cands.assign(search=self.kind, beam=ifo, ifos=ifo, n_ifos=1, far=far, effective_trials=trials,
@@ -450,12 +461,28 @@ def _condition(spectra: np.ndarray, valid: np.ndarray, settings: RadioSettings, 
         cond = condition_spectra(xp.asarray(spectra), settings.conditioning, settings.tsamp, mask)
         return cond, cond.spectra
     if not valid.any():
-        raise DataError("no valid sample in the chunk's read span")  # the plan gives no such chunk
+        raise DataError("no valid sample in the chunk's read span")  # the task masks such a beam first
     cond = condition_spectra(xp.asarray(np.ascontiguousarray(spectra[:, valid])), settings.conditioning,
                              settings.tsamp, mask)
     out = xp.zeros(spectra.shape, dtype=xp.float32)
     out[:, xp.asarray(valid)] = cond.spectra
     return cond, out
+
+
+#: Spectral-kurtosis blocks a chunk must hold (:func:`min_chunk_seconds`).
+MIN_SK_BLOCKS = 4
+
+
+def min_chunk_seconds(section: RadioSearchConfig, sample_rate: float) -> float:
+    """The shortest ``plan.chunk`` (s) the radio search takes: channel levels, spectral kurtosis and
+    trial normalisation are measured per chunk (as Heimdall measures them per gulp), and a channel's
+    spectral kurtosis needs :data:`MIN_SK_BLOCKS` blocks of ``search.rfi.sk_block`` samples."""
+    return MIN_SK_BLOCKS * section.rfi.sk_block / sample_rate
+
+
+def _no_triggers() -> pd.DataFrame:
+    """A beam's triggers when none of its chunk can be searched."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in TRIGGER_COLUMNS.items() if c not in ("ifo", "chunk")})
 
 
 def _decimated_valid(valid: np.ndarray, d: int) -> np.ndarray:
