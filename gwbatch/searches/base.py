@@ -151,7 +151,7 @@ class Search(Protocol):
     modelled: ClassVar[bool]
     #: How the search's FARs are formed, for the manifest, where not from time slides (None: the
     #: time-slide convention, ``workflow.manifest.FAR_CONVENTION``).
-    far_convention: ClassVar[str | None] = None
+    far_convention: ClassVar[str | None]
 
     def check_rate(self, section, sample_rate: float) -> None:
         """Refuse (:class:`~gwbatch.errors.ConfigError`, naming the key, its value and the allowed range)

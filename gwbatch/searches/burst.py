@@ -182,6 +182,7 @@ class BurstSearch:
     statistic_name = "band excess energy"
     rank_column = "rank"
     modelled = False
+    far_convention = None  # time slides (workflow.manifest.FAR_CONVENTION)
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...], layout: SampleLayout) -> BurstSearchSettings:
         """The search's settings; the lag step must be a multiple of the longest pixel step."""

@@ -129,6 +129,7 @@ class PulseSearch:
     statistic_name = "excess-energy SNR"
     rank_column = "snr"
     modelled = False
+    far_convention = None  # time slides (workflow.manifest.FAR_CONVENTION)
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...], layout: SampleLayout) -> PulseSearchSettings:
         require_strain(self.kind, layout)

@@ -231,6 +231,7 @@ class SpiirSearch:
     statistic_name = "SNR |z|"
     rank_column = "rank"
     modelled = True
+    far_convention = None  # time slides (workflow.manifest.FAR_CONVENTION)
 
     def settings(self, campaign, sample_rate: float, ifos: tuple[str, ...], layout: SampleLayout) -> SpiirSettings:
         require_strain(self.kind, layout)
