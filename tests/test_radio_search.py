@@ -229,3 +229,31 @@ def test_a_beam_without_data_is_masked_and_a_run_with_nothing_searchable_is_refu
     assert main([*single, "--set", "plan.chunk=0.01", "--out", str(tmp_path / "short")]) == 2
     assert "plan.chunk (0.01 s) is too short for the radio search's per-chunk statistics: at least 0.328 s" in \
         capsys.readouterr().err
+
+
+def test_one_dead_channel_does_not_mask_the_beam(tmp_path):
+    """A float32 filterbank (here a `simulate pulses` copy of tutorial.fil) with one channel all NaN:
+    every sample was taken as missing (any channel non-finite), so the beam was never searched.  The
+    dead channel is now flagged by the cleaning and the other 63 searched over the whole span."""
+    import zarr
+
+    from gwbatch.io.span import read_spectra_span
+    from gwbatch.io.store import read_meta, seal
+
+    ingest_filterbank([RADIO / "tutorial.fil"], tmp_path / "t.zarr")
+    assert main(["simulate", "pulses", "--store", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "f.zarr"),
+                 "--count", "3", "--dm", "40,60", "--snr", "20", "--width", "0.002,0.003", "--seed", "4"]) == 0
+    spectra = zarr.open_group(tmp_path / "f.zarr", mode="r+")["spectra"]
+    spectra[0, 17, :] = np.nan
+    seal(tmp_path / "f.zarr")
+    meta = read_meta(tmp_path / "f.zarr")
+    span = read_spectra_span(meta, meta.ifos[0], 0, meta.n_samples, dq_required=meta.dq_mask(["DATA"]))
+    assert span.valid.all()  # one dead channel decides nothing about which samples are data
+    out = tmp_path / "run"
+    assert main(["run", str(ROOT / "configs" / "radio-tutorial.yaml"), "--set", f"data.store={tmp_path / 'f.zarr'}",
+                 "--set", "cluster.kind=in-process", "--out", str(out), "--no-progress"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert next(iter(manifest["livetime"]["analysed_seconds"].values())) == pytest.approx(60.0064, abs=1e-3)
+    assert all("dead 1" in str(c["series_stats"][meta.ifos[0]]["note"]) for c in manifest["chunks"])
+    inj = pd.read_parquet(out / "injections.parquet")
+    assert inj["found"].all()  # the three S/N-20 pulses

@@ -86,7 +86,10 @@ def read_span(store, ifos: Iterable[str], start: int, stop: int, *, dq_required:
 class SpectraSpan:
     """Samples ``[start, start + n)`` of one beam of a filterbank store: float32 ``(channel, n)`` spectra
     and which samples are data (every channel finite, the DQ's required bits set, in the science
-    segments).  Exact zeros are data here: integer spectra hold them in normal noise."""
+    segments).  A channel with no finite sample in the span is a dead channel, not missing data: it
+    does not decide which samples are data, and the cleaning flags it
+    (:func:`gwbatch.radio.condition.condition_spectra`).  Exact zeros are data here: integer spectra
+    hold them in normal noise."""
 
     start: int
     spectra: np.ndarray
@@ -103,7 +106,9 @@ def read_spectra_span(store, beam: str, start: int, stop: int, *, dq_required: i
     """Samples ``[start, stop)`` of ``beam`` from a filterbank store (as :func:`read_span` reads
     strain: chunks checked, samples outside the store NaN and masked)."""
     spectra = read_spectra(store, beam, start, stop)
-    finite = np.isfinite(spectra).all(axis=0)
+    ok = np.isfinite(spectra)
+    live = ok.any(axis=1)  # a channel never finite here is dead: one NaN channel must not mask every sample
+    finite = ok[live].all(axis=0) if live.any() else np.zeros(spectra.shape[1], dtype=bool)
     science = dq_sample_mask(read_dq(store, [beam])[0], dq_required, start, stop, store.sample_rate)
     if excluded and beam in excluded and len(excluded[beam]):
         science &= ~interval_mask(excluded[beam], start, stop)
