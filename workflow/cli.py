@@ -82,6 +82,14 @@ def _path(text: str) -> Path:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _check_workers(workers: int) -> None:
+    """``--workers``: processes of ``simulate`` or ``ingest frames``, as many as a cluster may have."""
+    from gwbatch.config.limits import MAX_WORKERS
+
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"--workers must be a number of processes in [1, {MAX_WORKERS}], got {workers}")
+
+
 def _names(text: str, name: str) -> tuple[str, ...]:
     items = tuple(p.strip() for p in text.split(",") if p.strip())
     if not items:
@@ -96,10 +104,7 @@ def cmd_simulate(args) -> int:
     from gwbatch.simulate.injections import InjectionSpec
 
     _require_noise_options(args)
-    from gwbatch.config.limits import MAX_WORKERS
-
-    if not 1 <= args.workers <= MAX_WORKERS:
-        raise ConfigError(f"--workers must be a number of processes in [1, {MAX_WORKERS}], got {args.workers}")
+    _check_workers(args.workers)
     spec = None
     if args.injections:
         spec = InjectionSpec(
@@ -212,10 +217,8 @@ def cmd_ingest(args) -> int:
     if args.format == "frames":
         from workflow.ingest import ingest_channels
 
-        from gwbatch.config.limits import MAX_WORKERS
-
-        if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
-            raise ConfigError(f"--workers must be a number of processes in [1, {MAX_WORKERS}], got {args.workers}")
+        if args.workers is not None:
+            _check_workers(args.workers)
         summary = ingest_channels(
             args.files, args.channel or [], args.out, sample_rate=args.sample_rate, overwrite=args.overwrite,
             append=args.append, backend=args.backend,
