@@ -618,3 +618,27 @@ def test_a_bank_out_that_cannot_be_written_is_refused_before_the_build(tmp_path,
     monkeypatch.setattr(cli, "_bank_psd", lambda *a: pytest.fail("the PSD and the bank were made before the check"))
     assert main(["bank", "build", "configs/banks/bbh-small.yaml", "--out", str(tmp_path / out)]) == 4
     assert message in capsys.readouterr().err
+
+
+def test_a_running_baseline_of_a_few_samples_is_refused(tmp_path, capsys):
+    """A running baseline of one sample is the series itself: the series less it is 0 and the run found
+    nothing, exit 0 (search.baseline of the radio search, conditioning.baseline of the pulse search).
+    Both must hold MIN_BASELINE_SAMPLES (32) samples, the radio search's at its coarsest trials."""
+    from gwbatch.io.spectra import ingest_filterbank
+
+    pulsar = load_campaign(ROOT / "configs/pulsar-j1807.yaml", ["conditioning.baseline=0.001"])
+    with pytest.raises(ConfigError, match=r"conditioning.baseline \(0.001 s\) is 6.1 samples at 6103.52 Hz; a running "
+                                          r"baseline needs at least 32 samples \(0.00524288 s\)"):
+        physical_bounds(pulsar, 1 / 163.84e-6)
+    physical_bounds(load_campaign(ROOT / "configs/pulsar-j1807.yaml", ["conditioning.baseline=0.0053"]), 1 / 163.84e-6)
+
+    ingest_filterbank([ROOT / "tests/data/radio/tutorial.fil"], tmp_path / "t.zarr")
+    config = ROOT / "configs/radio-tutorial.yaml"
+    store = f"data.store={tmp_path / 't.zarr'}"
+    code, err = dry_run(capsys, config, store, "search.baseline=0.0003")
+    refused(code, err, "search.baseline (0.0003 s) is 0.937 samples of the DM plan's coarsest trials (decimated 1x)",
+            "at least 32 samples: at least 0.0102 s")
+    assert dry_run(capsys, config, store, "search.baseline=0.0103")[0] == 0
+    # with DM trials up to 1000 the plan decimates the highest by 4: four times the floor
+    code, err = dry_run(capsys, config, store, "search.dm_max=1000", "search.baseline=0.0103")
+    refused(code, err, "is 8.05 samples of the DM plan's coarsest trials (decimated 4x)", "at least 0.041 s")

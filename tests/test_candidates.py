@@ -159,3 +159,22 @@ def test_injection_found_within_the_search_timing_when_wider_than_its_window():
     # simulated H1-L1 with configs/month.yaml's burst search) holds the merger; one of 0.1 s does not
     long = cand.assign(time_H1=[999.82, 1999.82], time_L1=[999.83, 1999.83], duration=[0.875, 0.1])
     assert match_injections(inj, long, ("H1", "L1"), segs, 2, 1024.0, timing=0.0625)["found"].tolist() == [True, False]
+
+
+def test_a_candidate_flagged_as_interference_finds_no_injection():
+    """Radio candidates of one beam each (column ``ifo``): an injection held only by an RFI-flagged
+    candidate (a pulse merged into an undispersed cluster) is missed; where a clean candidate also
+    matches, it is the one taken even when the flagged one is louder."""
+    from gwbatch.candidates.injections import match_injections
+
+    inj = pd.DataFrame({"id": [0, 1], "waveform": "dispersed-pulse", "gps_time": [10.0, 20.0], "snr": [10.0, 10.0],
+                        "duration": [0.004, 0.004], "time_B0": [10.0, 20.0], "snr_B0": [10.0, 10.0]})
+    cand = pd.DataFrame({"ifo": "B0", "gps_time": [10.001, 20.001, 20.002], "snr": [14.0, 15.0, 9.5],
+                         "far": [1e-6, 1e-6, 1e-5], "ifar_years": [1.0, 1.0, 0.1], "rfi": [True, True, False]})
+    segs = {"B0": np.array([[0.0, 30.0]])}
+    out = match_injections(inj, cand, ("B0",), segs, 1, 3125.0)
+    assert out["found"].tolist() == [False, True]
+    assert out["candidate"].tolist() == [-1, 2] and out["found_snr"].iloc[1] == 9.5
+    # without the flag both are found by the loudest match
+    clean = match_injections(inj, cand.drop(columns="rfi"), ("B0",), segs, 1, 3125.0)
+    assert clean["candidate"].tolist() == [0, 1]

@@ -14,7 +14,10 @@ geocentric time is no better: on a two-detector ring the best direction's delay 
 uncertain by up to 21 ms.) Candidates of one detector each without per-detector columns (column
 ``ifo``, e.g. the radio search's beams) have their ``gps_time`` and ``snr`` in their own detector
 and none in the others. Of several matching candidates the one with the highest ranking statistic
-(``rank``, else ``snr``) is taken. Injections arriving outside the analysed time of fewer than
+(``rank``, else ``snr``) is taken. A candidate the search flags as interference (a true ``rfi``
+column: the radio search's multi-beam, DM-0 and undispersed events) finds nothing: an analyst
+discards it, so an injection that only such a candidate holds (one merged into an RFI cluster) is
+missed, not found at that cluster's FAR. Injections arriving outside the analysed time of fewer than
 ``min_ifos`` detectors are marked ``analysed = False`` (they could not be found) rather than
 silently dropped.
 """
@@ -97,6 +100,8 @@ def match_injections(
                 window = np.maximum(tol[rows, None], extent[ifo][None, :])
                 close = np.abs(it[:, None] - cand_times[ifo][None, :]) <= window
                 matches &= np.isnan(cand_times[ifo])[None, :] | close
+            if "rfi" in candidates:
+                matches &= ~candidates["rfi"].to_numpy(dtype=bool)[None, :]
             stat = np.where(matches, cand_snr[None, :], -np.inf)
             best[rows] = np.where(matches.any(axis=1), np.argmax(stat, axis=1), -1)
         found = best >= 0

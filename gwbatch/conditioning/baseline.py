@@ -12,6 +12,11 @@ import numpy as np
 
 from gwbatch._xp import array_namespace, to_host
 
+#: Fewest samples in a running-baseline block (every running baseline: this median, the radio
+#: search's channel and trial means): the error of a block's level then moves sigma by about
+#: 1 / (2 x 32); a block of one sample is the sample itself, and the series less its baseline is 0.
+MIN_BASELINE_SAMPLES = 32
+
 
 def running_median_baseline(x, valid, window: int):
     """Baseline of ``x`` (float64), same shape; samples with no valid block nearby take the nearest."""

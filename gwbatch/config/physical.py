@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from gwbatch.conditioning.baseline import MIN_BASELINE_SAMPLES
 from gwbatch.config.limits import MAX_SAMPLES, MIN_FILTER_SAMPLES
 from gwbatch.errors import ConfigError, DataError
 
@@ -15,7 +16,9 @@ if TYPE_CHECKING:
 def physical_bounds(campaign: Campaign, sample_rate: float) -> None:
     """Refuse settings that the data's sample rate makes meaningless, naming the key, its value and
     the allowed range: whitening band edges at or above Nyquist, a whitening filter shorter than
-    :data:`MIN_FILTER_SAMPLES` samples, a chunk shorter than a sample, and spans whose sample
+    :data:`MIN_FILTER_SAMPLES` samples, a running baseline shorter than
+    :data:`~gwbatch.conditioning.baseline.MIN_BASELINE_SAMPLES` samples (one of a sample subtracts the
+    series from itself and leaves nothing to search), a chunk shorter than a sample, and spans whose sample
     counts overflow int64.  A search's own rules of this kind are its settings' (built with the
     sample rate: :meth:`gwbatch.searches.base.Search.settings`)."""
     fs = float(sample_rate)
@@ -34,6 +37,10 @@ def physical_bounds(campaign: Campaign, sample_rate: float) -> None:
             raise ConfigError(f"conditioning.filter_duration ({cond.filter_duration:g} s) is "
                               f"{cond.filter_duration * fs:.3g} samples at {fs:g} Hz; it must be at least "
                               f"{MIN_FILTER_SAMPLES} samples ({MIN_FILTER_SAMPLES / fs:g} s)")
+    if cond.baseline is not None and cond.baseline * fs < MIN_BASELINE_SAMPLES:
+        raise ConfigError(f"conditioning.baseline ({cond.baseline:g} s) is {cond.baseline * fs:.3g} samples at {fs:g} Hz; "
+                          f"a running baseline needs at least {MIN_BASELINE_SAMPLES} samples "
+                          f"({MIN_BASELINE_SAMPLES / fs:g} s), and should be far longer than the widest boxcar")
     chunk = None if campaign.plan.chunk == "auto" else campaign.plan.chunk  # auto: sized by the plan
     for key, seconds in (("plan.chunk", chunk), ("data.duration", campaign.data.duration)):
         if seconds is not None and seconds * fs < 1:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gwbatch._xp import array_namespace, to_host
+from gwbatch.conditioning.baseline import MIN_BASELINE_SAMPLES
 from gwbatch.errors import ConfigError, DataError
 
 #: Samples further than this many σ from the mean are left out of the next clipped-moment pass.
@@ -44,8 +45,6 @@ MOMENT_CLIP = 4.0
 MOMENT_PASSES = 4
 #: Samples per channel the statistics are measured on (module docstring).
 STATS_SAMPLES = 1 << 16
-#: Fewest samples in a running-baseline block: the error of its mean changes σ by about 1 / (2 x 32).
-MIN_BASELINE_SAMPLES = 32
 #: Most passes of the iterative channel-variance test.
 VARIANCE_PASSES = 10
 #: MAD of a Gaussian times this is its σ.

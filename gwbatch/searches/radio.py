@@ -37,6 +37,7 @@ from gwbatch.background.slides import coverage_time
 from gwbatch.background.significance import ifar_years
 from gwbatch.candidates.tables import FAR_COLUMNS
 from gwbatch.conditioning import Conditioned
+from gwbatch.conditioning.baseline import MIN_BASELINE_SAMPLES
 from gwbatch.config.strict import Snr, StrictModel
 from gwbatch.errors import ConfigError, DataError
 from gwbatch.gpstime import GPSTime
@@ -218,6 +219,12 @@ class RadioSearch:
                               f"statistics: at least {shortest:.3g} s ({MIN_SK_BLOCKS} blocks of search.rfi.sk_block samples)")
         freqs = np.asarray(layout.frequencies, dtype=np.float64)
         plan = dm_plan(freqs, 1.0 / sample_rate, s.dm_min, s.dm_max, s.pulse_width, s.dm_tolerance, s.decimate)
+        coarsest = int(plan.decimation.max())
+        if s.baseline * sample_rate / coarsest < MIN_BASELINE_SAMPLES:
+            least = MIN_BASELINE_SAMPLES * coarsest / sample_rate
+            raise ConfigError(f"search.baseline ({s.baseline:g} s) is {s.baseline * sample_rate / coarsest:.3g} samples of "
+                              f"the DM plan's coarsest trials (decimated {coarsest}x); each trial's running baseline "
+                              f"needs at least {MIN_BASELINE_SAMPLES} samples: at least {least:.3g} s")
         mask = None
         if s.rfi.mask is not None:
             from gwbatch.io.channel_mask import read_channel_mask
