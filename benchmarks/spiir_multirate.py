@@ -56,6 +56,19 @@ def _masses(bank: str, n: int, rng) -> list[tuple[float, float]]:
     return out
 
 
+def bank_region(bank: str, distinct: int, templates: int, rng):
+    """``(path, masses, cfg, fs, psd, copies)`` of a benchmark bank: ``distinct`` template points of
+    the region, its configuration and rate, the design PSD, and how often the points are repeated to
+    make ``templates``."""
+    from gwbatch.conditioning.psd import design
+    from gwbatch.config import load_bank_config
+
+    path = BANKS[bank]
+    masses = _masses(bank, distinct, rng)
+    cfg = load_bank_config(path)
+    return path, masses, cfg, int(cfg.sample_rate), design("aLIGO", cfg.sample_rate), -(-templates // distinct)
+
+
 def _gpu_median(fn, repeat: int) -> float:
     import cupy
 
@@ -117,19 +130,12 @@ def main(argv=None):
     import cupy
 
     from gwbatch._xp import device_name
-    from gwbatch.conditioning.psd import design
-    from gwbatch.config import load_bank_config
     from gwbatch.spiir.bank import pack
     from gwbatch.spiir.filtering import filter_templates
     from gwbatch.waveforms import Template
 
     rng = np.random.default_rng(1)
-    path = BANKS[args.bank]
-    masses = _masses(args.bank, args.distinct, rng)
-    cfg = load_bank_config(path)
-    fs = int(cfg.sample_rate)
-    psd = design("aLIGO", cfg.sample_rate)
-    copies = -(-args.templates // args.distinct)
+    path, masses, cfg, fs, psd, copies = bank_region(args.bank, args.distinct, args.templates, rng)
     templates = ([Template(*m) for m in masses] * copies)[: args.templates]
     out = {"device": device_name("cupy"), "bank": args.bank, "distinct": args.distinct, "templates": args.templates,
            "seconds": args.seconds}

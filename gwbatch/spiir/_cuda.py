@@ -66,7 +66,9 @@ import numpy as np
 
 from gwbatch.spiir.filtering import coefficients
 
-SOURCE = r"""
+#: The transposing shuffle reduction of a block of per-sample sums over a template's lanes
+#: (``fold``, ``reduce<W>``, ``first_sample<W>``), shared with :mod:`gwbatch.spiir._cuda_subbands`.
+REDUCTION = r"""
 #define FULL 0xffffffffu
 #define NB 16
 
@@ -134,7 +136,9 @@ __device__ __forceinline__ int first_sample(const int lane)
     return 8 * ((lane >> (W >= 16 ? 3 : 2)) & 1) + 4 * ((lane >> (W >= 16 ? 2 : 1)) & 1)
            + 2 * ((lane >> (W >= 16 ? 1 : 0)) & 1);
 }
+"""
 
+SOURCE = REDUCTION + r"""
 // Register budget: MIN_BLOCKS(F, W) blocks of 128 threads per SM (gwbatch.spiir._cuda.blocks_per_sm).
 //
 // A warp holds 32 / W templates ("slots"), W lanes each, F filters per lane.  Slot s's output row is

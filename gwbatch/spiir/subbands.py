@@ -1,0 +1,349 @@
+"""Sub-band SPIIR (experimental, not yet a bank setting): filters run in complex channels of a DFT
+filter bank instead of on the octave ladder.
+
+The octave ladder (:mod:`gwbatch.spiir.multirate`) runs a filter at the lowest real rate whose
+Nyquist frequency holds it.  Here the band is cut into ``C = 2 D`` complex channels ``S = R / C``
+apart (2x oversampled: each channel at rate ``R / D = 2 S``) and a filter runs in the channel nearest
+its frequency, ``c = round(f / S)``, at ``1 / D`` of the rate whatever its frequency.
+``benchmarks/spiir_subbands.py`` measures what that costs in overlap: ``D = 16`` keeps every BNS
+template of ``bns.yaml``'s region within 0.0015 of its single-rate overlap at 21.8 updates per
+top-rate sample against the ladder's 53; BBH templates lose more (their merger filters decay within
+a few channel samples), so they stay on the ladder.
+
+With ``w_c = pi c / D`` (rad per top-rate sample) and the channel FIR ``p`` (:func:`prototype`, a
+Kaiser-windowed sinc cut at the channel rate's Nyquist frequency, ``K D + 1`` taps, unit DC gain,
+``H = K D / 2`` its centre):
+
+- **analysis** (:func:`channelize`): ``X_c[j] = sum_k p[k] x[j D - H + k] e^{-i w_c (j D - H + k)}``
+  (zero-phase: ``X_c[j]`` is at top-rate sample ``j D``; zeros beyond the series);
+- **filters** (:func:`to_channels`): ``y[t] = sum_n b a^n x[t - d - n]`` equals
+  ``e^{i w_c t} sum_n b e^{-i w_c d} (a e^{-i w_c})^n x_c[t - d - n]`` with ``x_c = x e^{-i w_c t}``,
+  which at the channel rate (moved as the ladder moves filters) is ``a' = (a e^{-i w_c})^D``,
+  ``d' = ceil(d / D)``, ``b' = D b e^{-i w_c d} (a e^{-i w_c})^(d' D - d)``.  A template's filters of
+  one channel sum to a *channel row* ``W_c[j] = sum_f b'_f y_f[j]``, ``y_f[j] = a'_f y_f[j-1] +
+  X_c[j - d'_f]`` (:func:`channel_rows`);
+- **synthesis** (:func:`synthesize`): ``z[t] = sum_c e^{i w_c t} sum_j W_c[j] D p[t - j D + H]``,
+  computed as the kernels compute it: with ``t = n D + r`` and ``C = 2 D``, ``e^{i w_c t} =
+  (-1)^(c n) e^{2 pi i c r / C}``, so ``U[j, q] = sum_c W_c[j] (-1)^(c j) e^{2 pi i c q / C}`` (a
+  ``C``-point DFT over the channels) and ``z[n D + r] = sum_m D p[m D + r + H] U[n - m, (r + D m) mod C]``.
+
+CPU twin of :mod:`gwbatch.spiir._cuda_subbands`: :func:`filter_subbands` (float32 arithmetic, numba).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from gwbatch._xp import HOST_PARALLEL, array_namespace
+
+#: Top-rate samples per channel sample (the kernels are compiled for it), and the channel FIR's taps
+#: per phase and Kaiser beta.
+DECIMATION = 16
+TAPS_PER_PHASE = 10
+KAISER_BETA = 6.0
+CHANNELS = 2 * DECIMATION
+
+
+def prototype(decimation: int = DECIMATION, taps: int = TAPS_PER_PHASE, beta: float = KAISER_BETA) -> np.ndarray:
+    """The channels' FIR at the top rate (float64, ``taps * decimation + 1`` taps, unit DC gain)."""
+    n = taps * decimation + 1
+    t = np.arange(n) - (n - 1) / 2
+    p = np.sinc(t / decimation) * np.kaiser(n, beta)
+    return p / p.sum()
+
+
+def filter_channels(a: np.ndarray, sample_rate: float, decimation: int = DECIMATION) -> np.ndarray:
+    """Each filter's channel: the nearest multiple of ``S = R / (2 D)`` to its frequency (int64)."""
+    spacing = sample_rate / (2 * decimation)
+    return np.round(np.angle(a) / (2 * np.pi) * sample_rate / spacing).astype(np.int64)
+
+
+def to_channels(a, b, d, channel, decimation: int = DECIMATION):
+    """``(a', b', d')`` of filters moved into their channels at the channel rate (module docstring),
+    complex128 and int64."""
+    a = np.asarray(a, np.complex128)
+    b = np.asarray(b, np.complex128)
+    d = np.asarray(d, np.int64)
+    w = np.pi * np.asarray(channel, np.float64) / decimation
+    shifted = a * np.exp(-1j * w)
+    low_d = -(-d // decimation)
+    return shifted ** decimation, decimation * b * np.exp(-1j * w * d) * shifted ** (low_d * decimation - d), low_d
+
+
+#: Filters of the widest channel row (the widest kernel layout: 32 lanes of 8).
+WIDEST_ROW = 256
+
+
+def row_parts(count: int) -> list[int]:
+    """A channel's ``count`` filters in rows that fill the kernels' layouts: up to 64 (or exactly 128
+    or 256) in one row, else a whole warp of 256, 128 or 64 and the rest again (184 filters: 128 +
+    56, 192 slots instead of 256)."""
+    parts = []
+    while count > 0:
+        size = count if count <= 64 or count in (128, WIDEST_ROW) else max(n for n in (256, 128, 64) if n <= count)
+        parts.append(size)
+        count -= size
+    return parts
+
+
+@dataclass(frozen=True)
+class ChannelRow:
+    """One channel row: a template's filters of one channel (or a part of them), at the channel rate."""
+
+    template: int
+    channel: int  # signed channel number (its modulation is ``e^{i pi c t / D}``)
+    a: np.ndarray  # complex128
+    b: np.ndarray
+    d: np.ndarray  # int64, channel samples
+
+
+@dataclass(frozen=True)
+class ChannelPlan:
+    """A bank's channel rows, the channels they read (sorted) and, per template and channel parity,
+    its rows (``-1`` after the last): what both backends run."""
+
+    rows: tuple[ChannelRow, ...]
+    channels: tuple[int, ...]
+    rows_of: np.ndarray  # (T, 2, per_parity) int32
+    sample_rate: float
+
+    @property
+    def n_templates(self) -> int:
+        return int(self.rows_of.shape[0])
+
+    @property
+    def filters(self) -> int:
+        return int(sum(r.a.size for r in self.rows))
+
+    def updates_per_sample(self) -> float:
+        """Filter updates per top-rate sample and template."""
+        return self.filters / self.n_templates / DECIMATION
+
+
+def channel_plan(templates, sample_rate: float) -> ChannelPlan:
+    """The channel rows of ``templates`` (each ``(a, b, d)``, its single-rate filters at the top
+    rate): each template's filters grouped by channel, sorted by delay, in :func:`row_parts`."""
+    rows = []
+    for t, (a, b, d) in enumerate(templates):
+        c = filter_channels(a, sample_rate)
+        la, lb, ld = to_channels(a, b, d, c)
+        for ch in np.unique(c).tolist():
+            mine = np.flatnonzero(c == ch)
+            mine = mine[np.argsort(ld[mine], kind="stable")]
+            lo = 0
+            for size in row_parts(mine.size):
+                part = mine[lo: lo + size]
+                lo += size
+                rows.append(ChannelRow(t, int(ch), la[part], lb[part], ld[part]))
+    counts = np.zeros((len(templates), 2), np.int64)
+    for r in rows:
+        counts[r.template, r.channel % 2] += 1
+    rows_of = np.full((len(templates), 2, max(1, int(counts.max(initial=0)))), -1, np.int32)
+    fill = np.zeros_like(counts)
+    for i, r in enumerate(rows):
+        par = r.channel % 2
+        rows_of[r.template, par, fill[r.template, par]] = i
+        fill[r.template, par] += 1
+    return ChannelPlan(tuple(rows), tuple(sorted({r.channel for r in rows})), rows_of, float(sample_rate))
+
+
+# ------------------------------------------------------------------------------------------------
+# The CPU twin (float32, as the kernels compute)
+
+
+def channelize(x, channels, decimation: int = DECIMATION):
+    """``X_c`` of the real series ``x`` for each of ``channels``, ``(len(channels), ceil(n / D))``
+    complex64 (module docstring): the CUDA kernel for CuPy input, else the numba twin."""
+    p = prototype(decimation)
+    if array_namespace(x) is not np:
+        from gwbatch.spiir._cuda_subbands import channelize as on_gpu
+
+        return on_gpu(x, np.asarray(channels), p)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    n_low = -(-x.size // decimation)
+    out = np.zeros((len(channels), n_low), dtype=np.complex64)
+    phase = np.exp(-1j * np.pi * np.outer(np.asarray(channels), np.arange(2 * decimation)) / decimation)
+    with HOST_PARALLEL:
+        _channelize(x, p.astype(np.float32), phase.real.astype(np.float32), phase.imag.astype(np.float32),
+                    decimation, out.view(np.float32))
+    return out
+
+
+@numba.njit(parallel=True, cache=True)
+def _channelize(x, p, cos, sin, decimation, out):
+    n, half, period = x.size, (p.size - 1) // 2, 2 * decimation
+    for i in numba.prange(cos.shape[0]):
+        for j in range(out.shape[1] // 2):
+            t0 = j * decimation - half
+            re = np.float32(0.0)
+            im = np.float32(0.0)
+            for k in range(max(0, -t0), min(p.size, n - t0)):
+                v = p[k] * x[t0 + k]
+                ph = (t0 + k) % period
+                re += v * cos[i, ph]
+                im += v * sin[i, ph]
+            out[i, 2 * j] = re
+            out[i, 2 * j + 1] = im
+
+
+def channel_rows(x_channels: np.ndarray, plan: ChannelPlan) -> np.ndarray:
+    """Every channel row of ``plan`` over the channels ``x_channels`` (:func:`channelize`'s output,
+    rows in ``plan.channels`` order): ``(rows, n_low)`` complex64, the recurrence in float32 as
+    ``chan_iir`` runs it (``y = a y + X[k - d]``, the row's sum ``sum b y``)."""
+    n_low = x_channels.shape[1]
+    width = max(r.a.size for r in plan.rows)
+    n = len(plan.rows)
+    a = np.zeros((n, width), np.complex64)
+    b = np.zeros((n, width), np.complex64)
+    d = np.zeros((n, width), np.int64)
+    index = {c: i for i, c in enumerate(plan.channels)}
+    source = np.array([index[r.channel] for r in plan.rows], np.int64)
+    for i, r in enumerate(plan.rows):
+        a[i, : r.a.size], b[i, : r.a.size], d[i, : r.a.size] = r.a, r.b, r.d
+    out = np.zeros((n, n_low), np.complex64)
+    with HOST_PARALLEL:
+        _rows(np.ascontiguousarray(x_channels, np.complex64).view(np.float32), a.view(np.float32),
+              b.view(np.float32), d, source, out.view(np.float32))
+    return out
+
+
+@numba.njit(parallel=True, cache=True)
+def _rows(x, a, b, d, source, out):
+    n_low = out.shape[1] // 2
+    for r in numba.prange(out.shape[0]):
+        s = source[r]
+        for f in range(d.shape[1]):
+            br, bi = b[r, 2 * f], b[r, 2 * f + 1]
+            if br == 0 and bi == 0:
+                continue
+            ar, ai, df = a[r, 2 * f], a[r, 2 * f + 1], d[r, f]
+            yr = np.float32(0.0)
+            yi = np.float32(0.0)
+            for k in range(df, n_low):
+                xr, xi = x[s, 2 * (k - df)], x[s, 2 * (k - df) + 1]
+                nr = ar * yr - ai * yi + xr
+                ni = ar * yi + ai * yr + xi
+                yr, yi = nr, ni
+                out[r, 2 * k] += br * nr - bi * ni
+                out[r, 2 * k + 1] += br * ni + bi * nr
+
+
+def synthesize(rows: np.ndarray, plan: ChannelPlan, n_out: int) -> np.ndarray:
+    """Each template's top-rate output from its channel rows (module docstring's DFT form, float32):
+    ``(templates, n_out)`` complex64."""
+    g = (DECIMATION * prototype()).astype(np.float32)
+    z = np.zeros((plan.n_templates, n_out), np.complex64)
+    chans = np.array([r.channel % CHANNELS for r in plan.rows], np.int64)
+    with HOST_PARALLEL:
+        _synthesize(np.ascontiguousarray(rows, np.complex64), plan.rows_of.astype(np.int64), chans, g, z)
+    return z
+
+
+@numba.njit(parallel=True, cache=True)
+def _synthesize(rows, rows_of, chans, g, z):
+    n_low, n_out = rows.shape[1], z.shape[1]
+    dec, n_ch, half = DECIMATION, CHANNELS, (g.size - 1) // 2
+    reach = half // dec  # m in [-reach, reach]
+    tw = np.exp(2j * np.pi * np.arange(n_ch) / n_ch).astype(np.complex64)
+    for t in numba.prange(z.shape[0]):
+        u = np.zeros((n_low, n_ch), np.complex64)
+        for par in range(2):
+            for i in range(rows_of.shape[2]):
+                r = rows_of[t, par, i]
+                if r < 0:
+                    break
+                c = chans[r]
+                for j in range(n_low):
+                    v = rows[r, j]
+                    if (c & 1) and (j & 1):
+                        v = -v
+                    for q in range(n_ch):
+                        u[j, q] += v * tw[(c * q) % n_ch]
+        for n in range(n_low):
+            for r_ in range(dec):
+                k = n * dec + r_
+                if k >= n_out:
+                    break
+                acc = np.complex64(0.0)
+                for m in range(-reach, reach + 1):
+                    ix = m * dec + r_ + half
+                    if 0 <= ix < g.size and 0 <= n - m < n_low:
+                        acc += g[ix] * u[n - m, (r_ + dec * m) % n_ch]
+                z[t, k] = acc
+
+
+def filter_subbands(x, plan: ChannelPlan):
+    """The templates' top-rate output for whitened ``x`` (``(templates, n)`` complex64): channels,
+    rows, synthesis (the numba twin; CuPy input goes to :mod:`gwbatch.spiir._cuda_subbands`).
+    ``x``'s first sample is taken to be on the channels' period (a multiple of ``2 D`` samples)."""
+    if array_namespace(x) is not np:
+        from gwbatch.spiir._cuda_subbands import filter_subbands_cuda
+
+        return filter_subbands_cuda(x, plan)
+    xc = channelize(x, plan.channels)
+    return synthesize(channel_rows(xc, plan), plan, int(np.asarray(x).size))
+
+
+# ------------------------------------------------------------------------------------------------
+# References in float64 (the direct forms) and the response of one template
+
+
+def channel_row_reference(x_channel: np.ndarray, a, b, d) -> np.ndarray:
+    """One channel row in float64 by ``scipy.signal.lfilter``, one filter at a time."""
+    from scipy.signal import lfilter
+
+    n = x_channel.size
+    out = np.zeros(n, dtype=np.complex128)
+    for af, bf, df in zip(a, b, d):
+        shifted = np.zeros(n, dtype=np.complex128)
+        if df < n:
+            shifted[df:] = x_channel[: n - df]
+        out += bf * lfilter([1.0], [1.0, -af], shifted)
+    return out
+
+
+def synthesis_reference(rows, channels, n_out: int) -> np.ndarray:
+    """``z[t] = sum_c e^{i w_c t} sum_j W_c[j] D p[t - j D + H]`` (float64, the direct form)."""
+    from scipy.signal import upfirdn
+
+    p = prototype()
+    half = (p.size - 1) // 2
+    t = np.arange(n_out)
+    z = np.zeros(n_out, dtype=np.complex128)
+    for row, c in zip(rows, channels):
+        y = upfirdn(DECIMATION * p, np.asarray(row, np.complex128), DECIMATION)[half: half + n_out]
+        z[: y.size] += y * np.exp(1j * np.pi * c / DECIMATION * t[: y.size])
+    return z
+
+
+def impulse_response(a, b, d, sample_rate: float, start: int, decimation: int = DECIMATION,
+                     taps: int = TAPS_PER_PHASE, beta: float = KAISER_BETA):
+    """The top-rate response of one template's filters run in channels to a unit impulse at sample
+    ``start`` (float64): ``(response, first sample)`` (channel FIR :func:`prototype` of ``taps`` and
+    ``beta``).  The system is periodic in ``D``; the phase of ``start`` moves overlaps by ~1e-4."""
+    import scipy.signal
+
+    from gwbatch.spiir.construct import impulse_response as response
+
+    fir = prototype(decimation, taps, beta)
+    half = (fir.size - 1) // 2
+    channel = filter_channels(a, sample_rate, decimation)
+    parts = []
+    for c in np.unique(channel).tolist():
+        mine = channel == c
+        la, lb, ld = to_channels(a[mine], b[mine], d[mine], np.full(int(mine.sum()), c), decimation)
+        r = response(la, lb, ld)
+        w = np.pi * c / decimation
+        j = np.arange(-(-(start - half) // decimation), (start + half) // decimation + 1)
+        into = np.exp(-1j * w * start) * fir[j * decimation - start + half]  # the impulse in the channel
+        y = scipy.signal.upfirdn(decimation * fir, np.convolve(into, r), up=decimation)
+        first = int(j[0]) * decimation - half
+        parts.append((first, y * np.exp(1j * w * np.arange(first, first + y.size))))
+    lo = min(p[0] for p in parts)
+    out = np.zeros(max(p[0] + p[1].size for p in parts) - lo, dtype=np.complex128)
+    for first, y in parts:
+        out[first - lo: first - lo + y.size] += y
+    return out, lo
