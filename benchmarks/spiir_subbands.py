@@ -19,6 +19,7 @@ headroom.  This study asks whether another decomposition of the band needs fewer
 
     python benchmarks/spiir_subbands.py --bank bns --templates 24 --json bns-subbands.json
     python benchmarks/spiir_subbands.py --bank bbh --templates 24 --json bbh-subbands.json
+    python benchmarks/spiir_subbands.py --bank bns --templates 16 --copies 4 --throughput 64   # the CPU twins
 """
 
 from __future__ import annotations
@@ -105,16 +106,59 @@ def summarise(rows: list[dict]) -> list[str]:
     return lines
 
 
+def cpu_throughput(path: str, masses, copies: int, seconds: float, repeat: int = 3) -> dict:
+    """The CPU twins of both decompositions on the same templates (each built both ways, repeated
+    ``copies`` times) over ``seconds`` of white noise: ``filter_templates`` of the ladder's bank and of
+    the bank with ``spiir.subbands`` (tolerance 1, so every template is in sub-bands); medians."""
+    import time
+
+    from gwbatch.conditioning.psd import design
+    from gwbatch.config import load_bank_config
+    from gwbatch.spiir.bank import build_template, pack
+    from gwbatch.spiir.filtering import filter_templates
+    from gwbatch.waveforms import Template
+
+    cfg = load_bank_config(path)
+    psd = design("aLIGO", cfg.sample_rate)
+    points = [Template(m1, m2) for m1, m2 in masses] * copies
+    sub = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"subbands": True, "multirate_tolerance": 1.0})})
+    x = np.random.default_rng(1).standard_normal(int(seconds * cfg.sample_rate)).astype(np.float32)
+    out = {"templates": len(points), "seconds": seconds}
+    for name, c in (("ladder", cfg), ("subbands", sub)):
+        built = [build_template(t, c, psd) for t in points[: len(masses)]] * copies
+        bank = pack(built, c, psd, points)
+        filter_templates(x, bank)  # compiles
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            filter_templates(x, bank)
+            times.append(time.perf_counter() - t0)
+        median = float(np.median(times))
+        out[name] = {"median_s": median, "template_seconds_per_second": len(points) * seconds / median,
+                     "updates_per_sample": float(np.median(bank.updates_per_sample()))}
+    out["subbands_over_ladder"] = out["ladder"]["median_s"] / out["subbands"]["median_s"]
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bank", choices=sorted(BANKS), default="bns")
     p.add_argument("--templates", type=int, default=24)
     p.add_argument("--seed", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--throughput", type=float, metavar="SECONDS",
+                   help="instead: time both CPU twins over SECONDS of noise (--templates built, --copies each)")
+    p.add_argument("--copies", type=int, default=4)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     root = Path(__file__).resolve().parent.parent
     masses = _masses(args.bank, args.templates, np.random.default_rng(args.seed))
+    if args.throughput:
+        result = cpu_throughput(str(root / BANKS[args.bank]), masses, args.copies, args.throughput)
+        print(json.dumps(result, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1))
+        return 0
     with ProcessPoolExecutor(args.workers) as pool:
         built = list(pool.map(_template, [(str(root / BANKS[args.bank]), m1, m2) for m1, m2 in masses]))
         rows = list(pool.map(study, built))

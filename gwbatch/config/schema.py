@@ -222,6 +222,16 @@ class SpiirFilterConfig(StrictModel):
     multirate_tolerance: float = Field(0.001, ge=0.0, le=0.1,
                                        description="largest overlap a template may lose to multi-rate filtering "
                                                    "against its single-rate filters (else fewer filters move)")
+    subbands: bool = Field(False, description="experimental: run a template's filters in 32 complex sub-band "
+                                              "channels at 1/16 of the rate (gwbatch.spiir.subbands) when that "
+                                              "loses at most multirate_tolerance of its overlap, else on the octave "
+                                              "ladder; needs multirate")
+
+    @model_validator(mode="after")
+    def _subbands_are_multirate(self):
+        if self.subbands and not self.multirate:
+            raise ValueError("subbands is a multi-rate method: it needs multirate: true")
+        return self
 
 
 class BankConfig(StrictModel):

@@ -21,8 +21,12 @@ from gwbatch.io.atomic import atomic_file
 from gwbatch.spiir.bank import PER_TEMPLATE, FilterBank
 from gwbatch.waveforms import Template
 
-#: 2: multi-rate filters (``level``) and the single-rate overlap (``overlap_single``).
-FORMAT = "gwbatch-spiir-bank/2"
+#: 2: multi-rate filters (``level``) and the single-rate overlap (``overlap_single``); 3: sub-band
+#: templates (``subband``, ``channel``).  Format 2 banks are read as banks of the ladder alone.
+FORMAT = "gwbatch-spiir-bank/3"
+READABLE = (FORMAT, "gwbatch-spiir-bank/2")
+#: What a format-2 bank lacks.
+ADDED_IN_3 = ("subband", "channel")
 
 
 def read_bank_file(path: str | os.PathLike) -> list[Template]:
@@ -79,7 +83,7 @@ def read_bank_psd(path: str | os.PathLike) -> PSD | None:
     a readable built bank."""
     try:
         with h5py.File(path, "r") as fh:
-            if fh.attrs.get("format") != FORMAT:
+            if fh.attrs.get("format") not in READABLE:
                 return None
             return PSD(fh["psd_frequencies"][()], fh["psd_values"][()], str(fh.attrs["psd_source"]))
     except (OSError, KeyError):
@@ -89,10 +93,10 @@ def read_bank_psd(path: str | os.PathLike) -> PSD | None:
 def load_bank(path: str | os.PathLike) -> FilterBank:
     try:
         with h5py.File(path, "r") as fh:
-            if fh.attrs.get("format") != FORMAT:
+            if fh.attrs.get("format") not in READABLE:
                 raise DataError(f"{path} is not a built gwbatch SPIIR bank of format {FORMAT} (format "
                                 f"{fh.attrs.get('format')!r}); delete it and the bank is built again")
-            values = {k: fh[k][()] for k in PER_TEMPLATE}
+            values = {k: fh[k][()] for k in PER_TEMPLATE if k in fh or k not in ADDED_IN_3}
             psd = PSD(fh["psd_frequencies"][()], fh["psd_values"][()], str(fh.attrs["psd_source"]))
             attrs = dict(fh.attrs)
         return FilterBank(

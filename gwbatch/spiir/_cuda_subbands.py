@@ -30,6 +30,7 @@ the octave ladder's 18.6 ms in all); the streams, the synthesis' time segments a
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -306,6 +307,7 @@ def device_plan(plan) -> DevicePlan:
 
     cached = _PLANS.get(id(plan))
     if cached is not None and cached[0] is plan:
+        _PLANS.move_to_end(id(plan))
         return cached[1]
     index = {c: i for i, c in enumerate(plan.channels)}
     by_layout: dict = {}
@@ -332,12 +334,16 @@ def device_plan(plan) -> DevicePlan:
     dp = DevicePlan(tuple(launches), cupy.asarray(rows_of), cupy.asarray(chan_of.astype(np.int32)),
                     cupy.asarray((DECIMATION * prototype()).astype(np.float32)), pad, len(plan.rows),
                     tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches))
-    _PLANS.clear()
-    _PLANS[id(plan)] = (plan, dp)
+    _PLANS[id(plan)] = (plan, dp)  # the plan is kept with its arrays, so its id is not reused meanwhile
+    while len(_PLANS) > PLANS_KEPT:
+        _PLANS.popitem(last=False)
     return dp
 
 
-_PLANS: dict = {}
+#: Device plans kept (least recently used dropped): a search filters each detector's bank in batches,
+#: each batch a plan of its own, chunk after chunk.
+PLANS_KEPT = 128
+_PLANS: OrderedDict = OrderedDict()
 
 
 def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_valid: int, streams=None) -> None:

@@ -6,8 +6,10 @@ grid -> SPIIR filters by the eps search (:mod:`gwbatch.spiir.construct`) -> the 
 autocorrelation for the chi-squared (read off the correlation that measured the response's overlap)
 -> ``sigma``, the optimal SNR at 1 Mpc (horizon distance ``sigma / 8`` Mpc).  :func:`pack` lays the filters out as padded ``(templates, filters)`` arrays,
 each template's filters sorted by rung and delay.  With ``spiir.multirate`` (the default) each
-filter runs at a rate matched to its frequency (:mod:`gwbatch.spiir.multirate`); overlaps are
-measured on the response the bank runs and, for comparison, on the single-rate filters.
+filter runs at a rate matched to its frequency (:mod:`gwbatch.spiir.multirate`); with
+``spiir.subbands`` a template's filters run in complex sub-band channels instead where that keeps
+its overlap (:mod:`gwbatch.spiir.subbands`; ``subband`` per template, ``channel`` per filter).
+Overlaps are measured on the response the bank runs and, for comparison, on the single-rate filters.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from gwbatch.conditioning.psd import PSD
 from gwbatch.config import BankConfig
 from gwbatch.errors import ConfigError
+from gwbatch.spiir import subbands
 from gwbatch.spiir.construct import Target, construct, whitened_template
 from gwbatch.spiir.multirate import (
     effective_response,
@@ -58,6 +61,8 @@ class BuiltTemplate:
     merger_delay: int  # samples from the merger (unwhitened amplitude peak) to the peak of z
     sigma: float  # optimal SNR at 1 Mpc for this PSD
     autocorr: np.ndarray  # R(s), s = -m..m
+    channel: np.ndarray | None = None  # int8 per filter: its sub-band channel (sub-band templates)
+    subband: bool = False  # the filters run in sub-band channels (a, b, d at the channel rate)
 
 
 def template_duration(template: Template, cfg: BankConfig) -> float:
@@ -104,21 +109,43 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     h = white.h
     sp = cfg.spiir
     # Overlaps are computed on one FFT length per template, holding the multi-rate responses' lead.
-    target = Target(h, headroom=impulse_start(max_level(cfg.f_low, cfg.sample_rate, sp.multirate_safety))
-                    if sp.multirate else 0)
+    headroom = impulse_start(max_level(cfg.f_low, cfg.sample_rate, sp.multirate_safety)) if sp.multirate else 0
+    target = Target(h, headroom=max(headroom, subbands.LEAD) if sp.subbands else headroom)
     filt = construct(h, overlap_target=sp.overlap_target, epsilons=sp.epsilons, alpha=sp.alpha, beta=sp.beta,
                      least_squares=sp.least_squares, phase=white.phase, merger=white.merger, target=target,
                      lags=sp.autocorrelation_lags)
+    band = f >= cfg.f_low
+    sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
+    channels = _subbands(filt, target, cfg) if sp.multirate and sp.subbands else None
+    if channels is not None:
+        a, b, d, channel, ov, latency, autocorr = channels
+        return BuiltTemplate(template, a, b, d, np.zeros(a.size, np.int8), filt.epsilon, ov, filt.overlap, h.size,
+                             latency, latency - (h.size - 1 - filt.peak_offset), sigma, autocorr,
+                             channel.astype(np.int8), True)
     moved = _multirate(filt, target, cfg) if sp.multirate else None
     if moved is None:  # single-rate: the response construct measured
         moved = (filt.a, filt.b, filt.d, np.zeros(filt.a.size, np.int8), filt.overlap, filt.latency, filt.autocorr)
     a, b, d, level, ov, latency, autocorr = moved
-    band = f >= cfg.f_low
-    sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
     return BuiltTemplate(
         template, a, b, d, level, filt.epsilon, ov, filt.overlap, h.size, latency,
         latency - (h.size - 1 - filt.peak_offset), sigma, autocorr,
     )
+
+
+def _subbands(filt, target: Target, cfg: BankConfig):
+    """The template's filters in sub-band channels (:mod:`gwbatch.spiir.subbands`) when their response
+    keeps the single-rate overlap within ``spiir.multirate_tolerance``: ``(a, b, d, channel, overlap,
+    latency, autocorrelation)`` at the channel rate, normalised on that response; else None."""
+    sp = cfg.spiir
+    start = subbands.IMPULSE_AT
+    response, first = subbands.impulse_response(filt.a, filt.b, filt.d, cfg.sample_rate, start)
+    a, b, d, channel = subbands.move_template(filt.a, filt.b, filt.d, cfg.sample_rate)
+    energy = np.sum(np.abs(response) ** 2)
+    b = b * np.sqrt(2.0 / energy)
+    ov, lag, autocorr = target.match(response, lead=start - first, lags=sp.autocorrelation_lags, energy=energy)
+    if ov < filt.overlap - sp.multirate_tolerance:
+        return None
+    return a, b, d, channel, ov, target.values.size - 1 + lag, autocorr
 
 
 #: Multi-rate attempts per template: a filter's rate keeps at least this many of its samples per
@@ -155,9 +182,13 @@ def _multirate(filt, target: Target, cfg: BankConfig):
 
 
 def multirate_tail(cfg: BankConfig) -> int:
-    """Samples after a chunk's own that the bank's multi-rate ladder needs (0 single-rate)."""
+    """Samples after a chunk's own that the bank's multi-rate filtering needs (0 single-rate): the
+    ladder's reach, or the sub-band channels' where they reach further."""
     sp = cfg.spiir
-    return reach(max_level(cfg.f_low, cfg.sample_rate, sp.multirate_safety)) if sp.multirate else 0
+    if not sp.multirate:
+        return 0
+    ladder = reach(max_level(cfg.f_low, cfg.sample_rate, sp.multirate_safety))
+    return max(ladder, subbands.reach()) if sp.subbands else ladder
 
 
 def place(cfg: BankConfig, psd: PSD, templates_from_file: list[Template] | None = None) -> list[Template]:
@@ -189,7 +220,8 @@ def place(cfg: BankConfig, psd: PSD, templates_from_file: list[Template] | None 
 
 #: The per-template arrays of a :class:`FilterBank` (rows are templates).
 PER_TEMPLATE = ("mass1", "mass2", "spin1z", "spin2z", "n_filters", "length", "latency", "merger_delay",
-                "epsilon", "overlap", "overlap_single", "sigma", "a", "b", "d", "level", "autocorr")
+                "epsilon", "overlap", "overlap_single", "sigma", "a", "b", "d", "level", "autocorr", "subband",
+                "channel")
 
 
 @dataclass(frozen=True)
@@ -215,11 +247,19 @@ class FilterBank:
     a: np.ndarray  # (T, L) complex64, padding a = b = 0; each filter at its own rate
     b: np.ndarray
     d: np.ndarray  # (T, L) int32, in samples of the filter's rate
-    level: np.ndarray  # (T, L) int8: filter runs at sample_rate / 2^level
+    level: np.ndarray  # (T, L) int8: filter runs at sample_rate / 2^level (0 for sub-band templates)
     autocorr: np.ndarray  # (T, 2m+1) complex64
     psd: PSD
     fingerprint: str
     config: dict = field(default_factory=dict)
+    subband: np.ndarray | None = None  # (T,) bool: the template's filters run in sub-band channels
+    channel: np.ndarray | None = None  # (T, L) int8: each filter's channel (sub-band templates)
+
+    def __post_init__(self) -> None:
+        if self.subband is None:  # a bank of the ladder alone (or read from a file made before sub-bands)
+            object.__setattr__(self, "subband", np.zeros(self.mass1.size, bool))
+        if self.channel is None:
+            object.__setattr__(self, "channel", np.zeros(self.a.shape, np.int8))
 
     @property
     def size(self) -> int:
@@ -227,8 +267,26 @@ class FilterBank:
 
     @property
     def levels(self) -> int:
-        """The lowest rung of the rate ladder the bank uses (0: single-rate)."""
+        """The lowest rung of the rate ladder the bank uses (0: single-rate, or sub-bands alone)."""
         return int(self.level.max()) if self.level.size else 0
+
+    @functools.cached_property
+    def parts(self) -> tuple[tuple[np.ndarray, "FilterBank"], ...]:
+        """``(rows, bank)`` of its templates on the ladder (or single-rate) and of those in sub-bands,
+        each part present only when it has templates (made once per bank object)."""
+        out = []
+        for mask in (~self.subband, self.subband):
+            rows = np.flatnonzero(mask)
+            if rows.size:
+                out.append((rows, self if rows.size == self.size else self.subset(rows)))
+        return tuple(out)
+
+    @functools.cached_property
+    def channel_plan(self) -> subbands.ChannelPlan:
+        """The channel rows of a bank of sub-band templates (:func:`gwbatch.spiir.subbands.plan_of`)."""
+        if not self.subband.all():
+            raise ValueError("channel_plan is for a bank whose templates are all in sub-bands (see parts)")
+        return subbands.plan_of(list(zip(self.a, self.b, self.d, self.channel)))
 
     @functools.cached_property
     def level_sets(self) -> dict[int, tuple]:
@@ -237,10 +295,11 @@ class FilterBank:
 
     @functools.cached_property
     def filters_digest(self) -> str:
-        """A digest of the filters (``a``, ``b``, ``d``, ``level``): banks with the same one filter
-        alike (the GPU's packed arrays are cached by it). Computed once per bank object."""
+        """A digest of the filters (``a``, ``b``, ``d``, ``level``, ``subband``, ``channel``): banks with
+        the same one filter alike (the GPU's packed arrays are cached by it). Computed once per bank
+        object."""
         digest = hashlib.blake2b(digest_size=16)
-        for v in (self.a, self.b, self.d, self.level):
+        for v in (self.a, self.b, self.d, self.level, self.subband, self.channel):
             digest.update(np.ascontiguousarray(v).view(np.uint8).data)
             digest.update(str(v.shape).encode())
         return digest.hexdigest()
@@ -248,7 +307,8 @@ class FilterBank:
     def updates_per_sample(self) -> np.ndarray:
         """Filter updates per top-rate sample, per template (the single-rate count is ``n_filters``)."""
         used = self.b != 0
-        return np.sum(np.where(used, 2.0 ** -self.level.astype(np.float64), 0.0), axis=1)
+        rate = np.where(self.subband[:, None], 1.0 / subbands.DECIMATION, 2.0 ** -self.level.astype(np.float64))
+        return np.sum(np.where(used, rate, 0.0), axis=1)
 
     @property
     def warmup(self) -> int:
@@ -273,10 +333,20 @@ class FilterBank:
         """The bank restricted to templates ``index`` (same filters and metadata)."""
         values = {k: getattr(self, k)[index] for k in PER_TEMPLATE}
         width = int(values["n_filters"].max()) if values["n_filters"].size else 1
-        for k in ("a", "b", "d", "level"):
+        for k in ("a", "b", "d", "level", "channel"):
             values[k] = values[k][:, :width]
         return FilterBank(self.name, self.approximant, self.sample_rate, self.f_low, psd=self.psd,
                           fingerprint=self.fingerprint, config=self.config, **values)
+
+    def _decomposition(self) -> str:
+        """The summary's account of how the templates are filtered below the top rate."""
+        said = []
+        if (~self.subband).any() and self.levels:
+            said.append(f"{self.levels + 1} rates, {self.sample_rate / 2 ** self.levels:g}-{self.sample_rate:g} Hz")
+        if self.subband.any():
+            said.append(f"{int(self.subband.sum())} of {self.size} templates in {subbands.CHANNELS} sub-band channels "
+                        f"at {self.sample_rate / subbands.DECIMATION:g} Hz")
+        return "; ".join(said)
 
     def summary(self) -> str:
         ov = self.overlap
@@ -288,10 +358,10 @@ class FilterBank:
             f"max {self.n_filters.max()}, total {int(self.n_filters.sum())}",
             f"  overlap with the exact whitened template: min {ov.min():.4f}, median {np.median(ov):.4f}, "
             f"5th percentile {np.percentile(ov, 5):.4f}",
-            *([f"  multi-rate ({self.levels + 1} rates, {self.sample_rate / 2 ** self.levels:g}-{self.sample_rate:g} Hz): "
+            *([f"  multi-rate ({self._decomposition()}): "
                f"{self.n_filters.sum() / self.updates_per_sample().sum():.2f}x fewer filter updates; overlap "
                f"loss against single-rate median {np.median(self.overlap_single - ov):.4f}, 95th percentile "
-               f"{np.percentile(self.overlap_single - ov, 95):.4f}"] if self.levels else []),
+               f"{np.percentile(self.overlap_single - ov, 95):.4f}"] if self.levels or self.subband.any() else []),
             "  eps used: " + ", ".join(f"{e:g} x{int(np.sum(self.epsilon == e))}" for e in np.unique(self.epsilon)),
             f"  longest template {self.length.max() / self.sample_rate:.2f} s; "
             f"horizon distance (SNR 8) {self.sigma.min() / 8:.0f}..{self.sigma.max() / 8:.0f} Mpc",
@@ -309,7 +379,10 @@ def construction_key(cfg: BankConfig, templates: list[Template]) -> str:
     """What a built bank is made from apart from its PSD: its configuration, its templates and the
     construction version."""
     points = np.array([(t.mass1, t.mass2, t.spin1z, t.spin2z) for t in templates], dtype=np.float64)
-    blob = (f"construction {CONSTRUCTION_VERSION}".encode() + json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()
+    config = cfg.model_dump(mode="json")
+    if not config["spiir"]["subbands"]:  # off, the bank is the one built before the setting existed: same key
+        del config["spiir"]["subbands"]
+    blob = (f"construction {CONSTRUCTION_VERSION}".encode() + json.dumps(config, sort_keys=True).encode()
             + points.tobytes())
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -331,10 +404,13 @@ def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD, templates: list[
     b = np.zeros((n, width), np.complex64)
     d = np.zeros((n, width), np.int32)
     level = np.zeros((n, width), np.int8)
+    channel = np.zeros((n, width), np.int8)
     for i, bt in enumerate(built):
-        order = np.lexsort((bt.d, bt.level))
+        ch = bt.channel if bt.channel is not None else np.zeros(bt.a.size, np.int8)
+        order = np.lexsort((bt.d, ch, bt.level))  # by rung (or channel), then delay
         m = bt.a.size
         a[i, :m], b[i, :m], d[i, :m], level[i, :m] = bt.a[order], bt.b[order], bt.d[order], bt.level[order]
+        channel[i, :m] = ch[order]
     col = lambda get, dtype: np.array([get(bt) for bt in built], dtype=dtype)  # noqa: E731
     return FilterBank(
         name=cfg.name, approximant=cfg.approximant, sample_rate=cfg.sample_rate, f_low=cfg.f_low,
@@ -346,5 +422,6 @@ def pack(built: list[BuiltTemplate], cfg: BankConfig, psd: PSD, templates: list[
         overlap_single=col(lambda t: t.overlap_single, np.float64),
         sigma=col(lambda t: t.sigma, np.float64), a=a, b=b, d=d, level=level,
         autocorr=np.stack([bt.autocorr for bt in built]).astype(np.complex64),
+        subband=col(lambda t: t.subband, bool), channel=channel,
         psd=psd, fingerprint=bank_fingerprint(cfg, psd, templates), config=cfg.model_dump(mode="json"),
     )

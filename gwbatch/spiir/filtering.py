@@ -82,25 +82,48 @@ def filter_templates(x, bank, origin: int = 0):
     """A packed bank's (:class:`~gwbatch.spiir.bank.FilterBank`) top-rate output for ``x``:
     multi-rate when its filters use lower rates (:func:`gwbatch.spiir.multirate.filter_multirate`
     with the numba kernel per rung; on the GPU its fused twin,
-    :func:`gwbatch.spiir._cuda_multirate.filter_multirate_cuda`).
+    :func:`gwbatch.spiir._cuda_multirate.filter_multirate_cuda`); its sub-band templates through
+    :func:`gwbatch.spiir.subbands.filter_subbands`.
 
     ``origin``: the absolute sample number of ``x[0]``.  The multi-rate ladder is periodic in time
-    (period ``2^K``), so its rungs sit on absolute multiples of ``2^k``: ``x`` gets ``origin mod 2^K``
-    zeros in front (zeros are what the contract takes before ``x``), and any two chunks of one
-    stream give the same output where both are warm."""
+    (period ``2^K``), so its rungs sit on absolute multiples of ``2^k``, and so are the sub-band
+    channels (period :data:`gwbatch.spiir.subbands.PERIOD`): ``x`` gets ``origin`` modulo the period
+    zeros in front (zeros are what the contract takes before ``x``), and any two chunks of one stream
+    give the same output where both are warm."""
+    parts = bank.parts
+    if len(parts) == 1:
+        return _filter_part(x, parts[0][1], origin)
+    xp = array_namespace(x)
+    out = xp.empty((bank.size, x.shape[-1]), dtype=xp.complex64)
+    for rows, part in parts:
+        out[xp.asarray(rows)] = _filter_part(x, part, origin)
+    return out
+
+
+def _filter_part(x, bank, origin: int):
+    """:func:`filter_templates` of a bank whose templates are all on the ladder or all in sub-bands."""
+    if bank.subband.any():
+        from gwbatch.spiir.subbands import PERIOD, filter_subbands
+
+        return _from_origin(x, origin, PERIOD, lambda y: filter_subbands(y, bank.channel_plan))
     if not bank.levels:
         return filter_bank(x, bank.a, bank.b, bank.d)
     from gwbatch.spiir.multirate import filter_multirate
 
-    pad = int(origin) % (1 << bank.levels)
-    xp = array_namespace(x)
-    if pad:
-        x = xp.concatenate([xp.zeros(pad, dtype=x.dtype), x])
-    if xp is np:
-        return filter_multirate(x, bank.level_sets, filter_bank)[..., pad:]
+    if array_namespace(x) is np:
+        return _from_origin(x, origin, 1 << bank.levels, lambda y: filter_multirate(y, bank.level_sets, filter_bank))
     from gwbatch.spiir._cuda_multirate import filter_multirate_cuda
 
-    return filter_multirate_cuda(x, bank)[..., pad:]
+    return _from_origin(x, origin, 1 << bank.levels, lambda y: filter_multirate_cuda(y, bank))
+
+
+def _from_origin(x, origin: int, period: int, run):
+    """``run`` over ``x`` preceded by ``origin mod period`` zeros, the output's first samples dropped."""
+    pad = int(origin) % period
+    if pad:
+        xp = array_namespace(x)
+        x = xp.concatenate([xp.zeros(pad, dtype=x.dtype), x])
+    return run(x)[..., pad:]
 
 
 def filter_bank(x, a, b, d):

@@ -1,5 +1,5 @@
-"""Sub-band SPIIR (experimental, not yet a bank setting): filters run in complex channels of a DFT
-filter bank instead of on the octave ladder.
+"""Sub-band SPIIR (the bank setting ``spiir.subbands``, off by default): filters run in complex
+channels of a DFT filter bank instead of on the octave ladder.
 
 The octave ladder (:mod:`gwbatch.spiir.multirate`) runs a filter at the lowest real rate whose
 Nyquist frequency holds it.  Here the band is cut into ``C = 2 D`` complex channels ``S = R / C``
@@ -8,7 +8,12 @@ its frequency, ``c = round(f / S)``, at ``1 / D`` of the rate whatever its frequ
 ``benchmarks/spiir_subbands.py`` measures what that costs in overlap: ``D = 16`` keeps every BNS
 template of ``bns.yaml``'s region within 0.0015 of its single-rate overlap at 21.8 updates per
 top-rate sample against the ladder's 53; BBH templates lose more (their merger filters decay within
-a few channel samples), so they stay on the ladder.
+a few channel samples), so they stay on the ladder.  A bank with ``spiir.subbands`` runs in channels
+each template whose response there keeps its single-rate overlap within ``spiir.multirate_tolerance``
+(:func:`gwbatch.spiir.bank.build_template`), the others on the ladder; both backends run the bank's
+parts apart (:func:`gwbatch.spiir.filtering.filter_templates`).  The channels assume a rate of
+about 4096 Hz: ``D`` is fixed at 16 (the kernels are compiled for it), so at 2048 Hz the channels
+are 128 Hz and lose 0.0014 of the overlap (median) where at 4096 Hz they lose 0.0007.
 
 With ``w_c = pi c / D`` (rad per top-rate sample) and the channel FIR ``p`` (:func:`prototype`, a
 Kaiser-windowed sinc cut at the channel rate's Nyquist frequency, ``K D + 1`` taps, unit DC gain,
@@ -108,7 +113,6 @@ class ChannelPlan:
     rows: tuple[ChannelRow, ...]
     channels: tuple[int, ...]
     rows_of: np.ndarray  # (T, 2, per_parity) int32
-    sample_rate: float
 
     @property
     def n_templates(self) -> int:
@@ -123,31 +127,62 @@ class ChannelPlan:
         return self.filters / self.n_templates / DECIMATION
 
 
-def channel_plan(templates, sample_rate: float) -> ChannelPlan:
-    """The channel rows of ``templates`` (each ``(a, b, d)``, its single-rate filters at the top
-    rate): each template's filters grouped by channel, sorted by delay, in :func:`row_parts`."""
+def move_template(a, b, d, sample_rate: float):
+    """A template's single-rate filters in their channels: ``(a', b', d', channel)`` (module docstring)."""
+    channel = filter_channels(a, sample_rate)
+    return (*to_channels(a, b, d, channel), channel)
+
+
+def plan_of(moved) -> ChannelPlan:
+    """The channel rows of templates whose filters are in their channels (each ``(a', b', d', channel)``,
+    :func:`move_template`; padding ``b' = 0`` is left out): each template's filters grouped by channel,
+    sorted by delay, in :func:`row_parts`."""
     rows = []
-    for t, (a, b, d) in enumerate(templates):
-        c = filter_channels(a, sample_rate)
-        la, lb, ld = to_channels(a, b, d, c)
-        for ch in np.unique(c).tolist():
-            mine = np.flatnonzero(c == ch)
-            mine = mine[np.argsort(ld[mine], kind="stable")]
+    for t, (a, b, d, c) in enumerate(moved):
+        a, b, d, c = (np.asarray(v) for v in (a, b, d, c))
+        used = b != 0
+        for ch in np.unique(c[used]).tolist():
+            mine = np.flatnonzero(used & (c == ch))
+            mine = mine[np.argsort(d[mine], kind="stable")]
             lo = 0
             for size in row_parts(mine.size):
                 part = mine[lo: lo + size]
                 lo += size
-                rows.append(ChannelRow(t, int(ch), la[part], lb[part], ld[part]))
-    counts = np.zeros((len(templates), 2), np.int64)
+                rows.append(ChannelRow(t, int(ch), a[part], b[part], d[part].astype(np.int64)))
+    counts = np.zeros((len(moved), 2), np.int64)
     for r in rows:
         counts[r.template, r.channel % 2] += 1
-    rows_of = np.full((len(templates), 2, max(1, int(counts.max(initial=0)))), -1, np.int32)
+    rows_of = np.full((len(moved), 2, max(1, int(counts.max(initial=0)))), -1, np.int32)
     fill = np.zeros_like(counts)
     for i, r in enumerate(rows):
         par = r.channel % 2
         rows_of[r.template, par, fill[r.template, par]] = i
         fill[r.template, par] += 1
-    return ChannelPlan(tuple(rows), tuple(sorted({r.channel for r in rows})), rows_of, float(sample_rate))
+    return ChannelPlan(tuple(rows), tuple(sorted({r.channel for r in rows})), rows_of)
+
+
+def channel_plan(templates, sample_rate: float) -> ChannelPlan:
+    """:func:`plan_of` templates given by their single-rate filters at the top rate (each ``(a, b, d)``)."""
+    return plan_of([move_template(a, b, d, sample_rate) for a, b, d in templates])
+
+
+#: The system is periodic in this many top-rate samples (the modulation ``(-1)^(c j)`` has period two
+#: channel samples): a chunk's first sample must sit on a multiple of it.
+PERIOD = 2 * DECIMATION
+
+
+#: Where the bank puts the impulse whose response it measures (on the system's period), and the most
+#: samples that response starts before it (the analysis and synthesis FIRs' half lengths, and one
+#: channel sample): the target it is compared with needs that much headroom.
+IMPULSE_AT = 4 * PERIOD
+LEAD = TAPS_PER_PHASE * DECIMATION + DECIMATION
+
+
+def reach() -> int:
+    """Top-rate samples after a sample that its output reads: the analysis FIR's half length, and the
+    synthesis' half length plus one channel sample."""
+    half = TAPS_PER_PHASE * DECIMATION // 2
+    return 2 * half + 2 * DECIMATION
 
 
 # ------------------------------------------------------------------------------------------------
@@ -212,23 +247,36 @@ def channel_rows(x_channels: np.ndarray, plan: ChannelPlan) -> np.ndarray:
 
 @numba.njit(parallel=True, cache=True)
 def _rows(x, a, b, d, source, out):
-    n_low = out.shape[1] // 2
+    """Each row's filters stepped together, sample by sample (their states in registers, the row's sum
+    written once a sample); a filter starts at its delay."""
+    n_low, width = out.shape[1] // 2, d.shape[1]
     for r in numba.prange(out.shape[0]):
         s = source[r]
-        for f in range(d.shape[1]):
-            br, bi = b[r, 2 * f], b[r, 2 * f + 1]
-            if br == 0 and bi == 0:
-                continue
-            ar, ai, df = a[r, 2 * f], a[r, 2 * f + 1], d[r, f]
-            yr = np.float32(0.0)
-            yi = np.float32(0.0)
-            for k in range(df, n_low):
+        n_f = 0
+        while n_f < width and (b[r, 2 * n_f] != 0 or b[r, 2 * n_f + 1] != 0):
+            n_f += 1
+        yr = np.zeros(width, np.float32)
+        yi = np.zeros(width, np.float32)
+        first = n_low
+        for f in range(n_f):
+            first = min(first, d[r, f])
+        for k in range(first, n_low):
+            accr = np.float32(0.0)
+            acci = np.float32(0.0)
+            for f in range(n_f):
+                df = d[r, f]
+                if k < df:
+                    continue
                 xr, xi = x[s, 2 * (k - df)], x[s, 2 * (k - df) + 1]
-                nr = ar * yr - ai * yi + xr
-                ni = ar * yi + ai * yr + xi
-                yr, yi = nr, ni
-                out[r, 2 * k] += br * nr - bi * ni
-                out[r, 2 * k + 1] += br * ni + bi * nr
+                ar, ai = a[r, 2 * f], a[r, 2 * f + 1]
+                nr = ar * yr[f] - ai * yi[f] + xr
+                ni = ar * yi[f] + ai * yr[f] + xi
+                yr[f] = nr
+                yi[f] = ni
+                accr += b[r, 2 * f] * nr - b[r, 2 * f + 1] * ni
+                acci += b[r, 2 * f] * ni + b[r, 2 * f + 1] * nr
+            out[r, 2 * k] = accr
+            out[r, 2 * k + 1] = acci
 
 
 def synthesize(rows: np.ndarray, plan: ChannelPlan, n_out: int) -> np.ndarray:
@@ -242,37 +290,62 @@ def synthesize(rows: np.ndarray, plan: ChannelPlan, n_out: int) -> np.ndarray:
     return z
 
 
+#: Channel samples the CPU synthesis transforms at a time (its DFT rows are kept for one tile only).
+SYNTH_TILE = 2048
+
+
 @numba.njit(parallel=True, cache=True)
 def _synthesize(rows, rows_of, chans, g, z):
+    """The module docstring's DFT form, in tiles of :data:`SYNTH_TILE` channel samples, with the
+    kernels' split of the channels by parity: ``E`` sums the even channels and ``O`` the odd ones
+    over columns ``q < C / 2``, and ``U[q] = E + O``, ``U[q + C / 2] = E - O``
+    (``e^{2 pi i c (q + C/2) / C} = (-1)^c e^{2 pi i c q / C}``)."""
     n_low, n_out = rows.shape[1], z.shape[1]
     dec, n_ch, half = DECIMATION, CHANNELS, (g.size - 1) // 2
-    reach = half // dec  # m in [-reach, reach]
+    h_ch = n_ch // 2
+    reach = half // dec  # m in [-reach, reach]: output n reads U[n - reach ... n + reach]
+    tile = SYNTH_TILE
+    span = tile + 2 * reach
     tw = np.exp(2j * np.pi * np.arange(n_ch) / n_ch).astype(np.complex64)
     for t in numba.prange(z.shape[0]):
-        u = np.zeros((n_low, n_ch), np.complex64)
-        for par in range(2):
-            for i in range(rows_of.shape[2]):
-                r = rows_of[t, par, i]
-                if r < 0:
-                    break
-                c = chans[r]
-                for j in range(n_low):
-                    v = rows[r, j]
-                    if (c & 1) and (j & 1):
-                        v = -v
-                    for q in range(n_ch):
-                        u[j, q] += v * tw[(c * q) % n_ch]
-        for n in range(n_low):
-            for r_ in range(dec):
-                k = n * dec + r_
-                if k >= n_out:
-                    break
-                acc = np.complex64(0.0)
-                for m in range(-reach, reach + 1):
-                    ix = m * dec + r_ + half
-                    if 0 <= ix < g.size and 0 <= n - m < n_low:
-                        acc += g[ix] * u[n - m, (r_ + dec * m) % n_ch]
-                z[t, k] = acc
+        parts = np.empty((2, span, h_ch), np.complex64)
+        u = np.empty((span, n_ch), np.complex64)
+        twc = np.empty(h_ch, np.complex64)
+        for n0 in range(0, n_low, tile):
+            j0 = n0 - reach  # u[i] is U[j0 + i]
+            parts[:] = 0
+            for par in range(2):
+                for i in range(rows_of.shape[2]):
+                    r = rows_of[t, par, i]
+                    if r < 0:
+                        break
+                    c = chans[r]
+                    for q in range(h_ch):
+                        twc[q] = tw[(c * q) % n_ch]
+                    for jj in range(span):
+                        j = j0 + jj
+                        if j < 0 or j >= n_low:
+                            continue
+                        v = rows[r, j]
+                        if (c & 1) and (j & 1):
+                            v = -v
+                        for q in range(h_ch):
+                            parts[par, jj, q] += v * twc[q]
+            for jj in range(span):
+                for q in range(h_ch):
+                    u[jj, q] = parts[0, jj, q] + parts[1, jj, q]
+                    u[jj, q + h_ch] = parts[0, jj, q] - parts[1, jj, q]
+            for n in range(n0, min(n0 + tile, n_low)):
+                for r_ in range(dec):
+                    k = n * dec + r_
+                    if k >= n_out:
+                        break
+                    acc = np.complex64(0.0)
+                    for m in range(-reach, reach + 1):
+                        ix = m * dec + r_ + half
+                        if 0 <= ix < g.size:
+                            acc += g[ix] * u[n - m - j0, (r_ + dec * m) % n_ch]
+                    z[t, k] = acc
 
 
 def filter_subbands(x, plan: ChannelPlan):
