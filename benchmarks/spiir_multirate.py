@@ -39,9 +39,10 @@ def _build(args):
     from gwbatch.spiir.bank import build_template
     from gwbatch.waveforms import Template
 
-    path, m1, m2, multirate = args
+    path, m1, m2, multirate, *extra = args  # extra: spiir settings, e.g. {"subbands": True}
     cfg = load_bank_config(path)
-    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"multirate": multirate})})
+    spiir = {"multirate": multirate, **(extra[0] if extra else {})}
+    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update=spiir)})
     return build_template(Template(m1, m2), cfg, design("aLIGO", cfg.sample_rate))
 
 

@@ -214,7 +214,6 @@ __global__ void channelize(const float* __restrict__ x, const long long n, const
 {
     const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int i = blockIdx.y;
-    if (j >= n_low) return;
     const int c = channels[i];
     __shared__ float cs[32], sn[32];
     if (threadIdx.x < 32) {
@@ -222,7 +221,8 @@ __global__ void channelize(const float* __restrict__ x, const long long n, const
         sincospif(-(float)((c * (int)threadIdx.x) & 31) / 16.0f, &s, &co);  // e^{-i pi c t / 16}, t mod 32
         cs[threadIdx.x] = co; sn[threadIdx.x] = s;
     }
-    __syncthreads();
+    __syncthreads();  // every thread of the block reaches it (those past the series return after)
+    if (j >= n_low) return;
     const long long t0 = j * 16 - 80;
     float re = 0.0f, im = 0.0f;
     for (int k = 0; k <= 160; ++k) {
