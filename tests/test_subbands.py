@@ -259,3 +259,21 @@ def test_a_campaign_with_a_sub_band_bank_finds_its_injections(tmp_path):
     assert (inj[["dt_H1", "dt_L1"]].abs() <= 1e-3).all().all(), inj
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["status"] == "complete"
+
+
+def test_the_kernels_limit_on_rows_is_the_banks(monkeypatch):
+    """The synthesis kernel holds MAX_ROWS_PER_PARITY rows of a channel parity per template; the bank
+    keeps sub-band templates within it (and the kernel module states the same number)."""
+    from gwbatch.spiir import _cuda_subbands as K
+
+    assert K.MAX_PER_PARITY == S.MAX_ROWS_PER_PARITY
+    cfg = load_bank_config(ROOT / "configs/banks/bns.yaml")
+    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"subbands": True, "multirate_tolerance": 1.0})})
+    psd = design("aLIGO", FS)
+    assert build_template(Template(1.5, 1.3), cfg, psd).subband
+    monkeypatch.setattr(S, "MAX_ROWS_PER_PARITY", 3)  # the template's 12 channels need 6-7 of each parity
+    assert not build_template(Template(1.5, 1.3), cfg, psd).subband
+    # 14 channels of 300 filters each: two rows a channel (256 + 44), 14 of each parity
+    a = np.concatenate([np.full(300, 0.999 * np.exp(2j * np.pi * 128.0 * c / FS)) for c in range(14)])
+    b, d = np.ones(a.size, complex), np.arange(a.size)
+    assert S.channel_plan([(a, b, d)], FS).rows_of.shape[2] == 14 > S.MAX_ROWS_PER_PARITY

@@ -40,7 +40,7 @@ THREADS = 128
 #: Synthesis: output rows (low-rate samples) per shared-memory tile, and channel rows of one parity a
 #: template may have (its channels of that parity, and a channel's parts beyond 32 F filters).
 TJ = 40
-MAX_PER_PARITY = 12
+MAX_PER_PARITY = 12  # gwbatch.spiir.subbands.MAX_ROWS_PER_PARITY (the bank keeps templates within it)
 SYNTH_THREADS = 64
 #: Low-rate samples of a synthesis warp (time segments fill the GPU).
 SYNTH_SEGMENT = 512

@@ -137,9 +137,11 @@ def _subbands(filt, target: Target, cfg: BankConfig):
     keeps the single-rate overlap within ``spiir.multirate_tolerance``: ``(a, b, d, channel, overlap,
     latency, autocorrelation)`` at the channel rate, normalised on that response; else None."""
     sp = cfg.spiir
+    a, b, d, channel = subbands.move_template(filt.a, filt.b, filt.d, cfg.sample_rate)
+    if subbands.plan_of([(a, b, d, channel)]).rows_of.shape[2] > subbands.MAX_ROWS_PER_PARITY:
+        return None  # more channel rows than the synthesis kernel holds: the ladder
     start = subbands.IMPULSE_AT
     response, first = subbands.impulse_response(filt.a, filt.b, filt.d, cfg.sample_rate, start)
-    a, b, d, channel = subbands.move_template(filt.a, filt.b, filt.d, cfg.sample_rate)
     energy = np.sum(np.abs(response) ** 2)
     b = b * np.sqrt(2.0 / energy)
     ov, lag, autocorr = target.match(response, lead=start - first, lags=sp.autocorrelation_lags, energy=energy)

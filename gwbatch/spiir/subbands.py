@@ -78,8 +78,10 @@ def to_channels(a, b, d, channel, decimation: int = DECIMATION):
     return shifted ** decimation, decimation * b * np.exp(-1j * w * d) * shifted ** (low_d * decimation - d), low_d
 
 
-#: Filters of the widest channel row (the widest kernel layout: 32 lanes of 8).
+#: Filters of the widest channel row (the widest kernel layout: 32 lanes of 8), and the most rows of
+#: one channel parity a template may have (the synthesis kernel keeps that many per lane).
 WIDEST_ROW = 256
+MAX_ROWS_PER_PARITY = 12
 
 
 def row_parts(count: int) -> list[int]:
@@ -100,7 +102,7 @@ class ChannelRow:
 
     template: int
     channel: int  # signed channel number (its modulation is ``e^{i pi c t / D}``)
-    a: np.ndarray  # complex128
+    a: np.ndarray  # complex, at the channel rate
     b: np.ndarray
     d: np.ndarray  # int64, channel samples
 
