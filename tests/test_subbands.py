@@ -277,3 +277,66 @@ def test_the_kernels_limit_on_rows_is_the_banks(monkeypatch):
     a = np.concatenate([np.full(300, 0.999 * np.exp(2j * np.pi * 128.0 * c / FS)) for c in range(14)])
     b, d = np.ones(a.size, complex), np.arange(a.size)
     assert S.channel_plan([(a, b, d)], FS).rows_of.shape[2] == 14 > S.MAX_ROWS_PER_PARITY
+
+
+def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, tj, per):
+    """The ``synthesize`` kernel of gwbatch.spiir._cuda_subbands step by step on the host, lanes as
+    array axes, with its index expressions (staging window, parity halves, the shuffle across
+    halves, the polyphase taps of each lane): the GPU's arithmetic apart from rounding."""
+    n_low = rows.shape[1]
+    lane = np.arange(32)
+    half, q = lane >> 4, lane & 15
+    z = np.zeros((rows_of.shape[0], n_out), np.complex128)
+    span = tj + 9
+    m = 2 * np.arange(5)[:, None] - 4 - half[None, :]  # (5, 32): each lane's taps
+    idx = m * 16 + q[None, :] + 80
+    g = np.where((idx >= 0) & (idx <= 160), taps[np.clip(idx, 0, 160)], 0.0)
+    for t in range(rows_of.shape[0]):
+        for seg0 in range(0, n_low, seg_len):
+            seg1 = min(n_low, seg0 + seg_len)
+            for n0 in range(seg0, seg1, tj):
+                j = n0 - 4 + np.arange(span)
+                inside = (j >= 0) & (j < n_low)
+                ws = np.zeros((2, per, span), np.complex128)
+                for par in range(2):
+                    for u in range(per):
+                        r = rows_of[t, par, u]
+                        if r >= 0:
+                            ws[par, u, inside] = rows[r, j[inside]]
+                own = np.zeros((span, 32), np.complex128)
+                for ln in range(32):
+                    for u in range(per):
+                        r = rows_of[t, half[ln], u]
+                        if r < 0:
+                            break
+                        c = chans[r]
+                        v = ws[half[ln], u] * np.where((c & 1) & (j & 1), -1.0, 1.0)
+                        own[:, ln] += v * np.exp(1j * np.pi * ((c * q[ln]) & 31) / 16.0)
+                partner = own[:, lane ^ 16]
+                uw = np.where(half[None, :] == 0, own + partner, partner - own)
+                for nn in range(min(tj, seg1 - n0)):
+                    acc = np.sum(g * uw[nn + 4 - m, lane[None, :]], axis=0)
+                    acc = acc + acc[lane ^ 16]
+                    k = (n0 + nn) * 16 + q[:16]
+                    ok = k < n_out
+                    z[t, k[ok]] = acc[:16][ok]
+    return z
+
+
+def test_the_synthesis_kernels_indexing_is_the_twins(templates):
+    """The revised synthesis kernel (time segments, rows staged per tile) has not run on a GPU yet: its
+    steps, emulated on the host with the kernel's own index expressions over segments and tiles that
+    do not divide the series, give the twin's output."""
+    from gwbatch.spiir import _cuda_subbands as K
+
+    x = np.random.default_rng(6).standard_normal(int(70 * FS)).astype(np.float32)
+    plan = S.channel_plan([(bt.a, bt.b, bt.d) for bt, _ in templates], FS)
+    rows = S.channel_rows(S.channelize(x, plan.channels), plan)[:, :1000]
+    n_out = 1000 * S.DECIMATION - 5
+    per = K.MAX_PER_PARITY
+    rows_of = np.full((plan.n_templates, 2, per), -1, np.int64)
+    rows_of[:, :, : plan.rows_of.shape[2]] = plan.rows_of
+    chans = np.array([r.channel % S.CHANNELS for r in plan.rows])
+    emulated = _synthesis_kernel_emulated(rows, rows_of, chans, S.DECIMATION * S.prototype(), n_out, 300, 40, per)
+    twin = S.synthesize(rows, plan, n_out)
+    assert np.abs(emulated - twin).max() <= 1e-5 * np.abs(twin).max()

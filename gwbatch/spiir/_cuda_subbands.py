@@ -24,7 +24,8 @@ Measured once (one H200, BNS, 1024 templates x 64 s, benchmarks/RESULTS.md): cor
 the peak against the float64 direct form, but latency-bound (rows 10.1 ms, synthesis 15.8 ms against
 the octave ladder's 18.6 ms in all); the streams, the synthesis' time segments and staging, and the
 ``channelize`` kernel came after that run and have not run on a GPU yet
-(``benchmarks/spiir_subband_kernels.py`` checks them first).
+(``benchmarks/spiir_subband_kernels.py`` checks them first; the revised synthesis' index arithmetic
+is checked on the host by an emulation, ``tests/test_subbands.py``).
 """
 
 from __future__ import annotations
