@@ -304,33 +304,30 @@ def device_plan(plan) -> DevicePlan:
     import cupy
 
     from gwbatch.spiir._cuda import pack_slots
-    from gwbatch.spiir.subbands import CHANNELS, DECIMATION, prototype
+    from gwbatch.spiir.subbands import DECIMATION, prototype
 
     cached = _PLANS.get(id(plan))
     if cached is not None and cached[0] is plan:
         _PLANS.move_to_end(id(plan))
         return cached[1]
-    index = {c: i for i, c in enumerate(plan.channels)}
+    a, b, d, source = plan.padded
     by_layout: dict = {}
     for i, row in enumerate(plan.rows):
         by_layout.setdefault(layout_for(row.a.size), []).append(i)
     launches = []
     for (f, w), members in sorted(by_layout.items()):
-        a = np.zeros((len(members), f * w), np.complex64)
-        b = np.zeros_like(a)
-        d = np.zeros((len(members), f * w), np.int32)
-        for j, i in enumerate(members):
-            row = plan.rows[i]
-            a[j, : row.a.size], b[j, : row.a.size], d[j, : row.a.size] = row.a, row.b, row.d
-        packed = [cupy.asarray(pack_slots(v, f, w, t)) for v, t in ((a, np.complex64), (b, np.complex64), (d, np.int32))]
-        channel = cupy.asarray(np.array([index[plan.rows[i].channel] for i in members], np.int32))
-        launches.append((f, w, *packed, channel, cupy.asarray(np.array(members, np.int32)), len(members)))
+        members = np.array(members)
+        width = min(a.shape[1], f * w)  # the layout's rows hold at most f w filters each
+        packed = [cupy.asarray(pack_slots(v[members, :width], f, w, t))
+                  for v, t in ((a, np.complex64), (b, np.complex64), (d, np.int32))]
+        launches.append((f, w, *packed, cupy.asarray(source[members].astype(np.int32)),
+                         cupy.asarray(members.astype(np.int32)), int(members.size)))
     per = plan.rows_of.shape[2]
     if per > MAX_PER_PARITY:
         raise ValueError(f"a template has {per} channel rows of one parity; the synthesis holds {MAX_PER_PARITY}")
     rows_of = np.full((plan.n_templates, 2, MAX_PER_PARITY), -1, np.int32)
     rows_of[:, :, :per] = plan.rows_of
-    chan_of = np.where(rows_of >= 0, np.array([r.channel % CHANNELS for r in plan.rows] + [0], np.int32)[rows_of], 0)
+    chan_of = np.where(rows_of >= 0, plan.row_channels[np.maximum(rows_of, 0)], 0)
     pad = int(max(int(r.d.max()) for r in plan.rows)) + NB
     dp = DevicePlan(tuple(launches), cupy.asarray(rows_of), cupy.asarray(chan_of.astype(np.int32)),
                     cupy.asarray((DECIMATION * prototype()).astype(np.float32)), pad, len(plan.rows),
@@ -388,18 +385,30 @@ def run_synthesis(w, n_low: int, rows_of, chan_of, taps, z, n_out: int, segment:
          cupy.int64(n_out), cupy.int64(segment)), shared_mem=synthesis_smem())
 
 
-def channelize(x, channels: np.ndarray, p: np.ndarray):
+@functools.lru_cache(maxsize=64)
+def _channel_constants(channels: tuple[int, ...], device: int):
+    """The channels and the channel FIR (float32) on ``device``, uploaded once per channel set: a
+    search channelizes every batch of every chunk."""
+    import cupy
+
+    from gwbatch.spiir.subbands import prototype
+
+    with cupy.cuda.Device(device):
+        return cupy.asarray(np.asarray(channels, np.int32)), cupy.asarray(prototype().astype(np.float32))
+
+
+def channelize(x, channels):
     """:func:`gwbatch.spiir.subbands.channelize` of a CuPy series (``D = 16``): ``(C, n_low)`` complex64."""
     import cupy
 
     x = cupy.ascontiguousarray(x, dtype=cupy.float32)
     n = x.size
     n_low = -(-n // 16)
+    on_device, taps = _channel_constants(tuple(int(c) for c in channels), cupy.cuda.Device().id)
     out = cupy.empty((len(channels), n_low), dtype=cupy.complex64)
     _module().get_function("channelize")(
         (-(-n_low // 256), len(channels)), (256,),
-        (x, cupy.int64(n), cupy.asarray(np.asarray(channels, np.int32)), cupy.int32(len(channels)),
-         cupy.asarray(p.astype(np.float32)), out, cupy.int64(n_low)))
+        (x, cupy.int64(n), on_device, cupy.int32(len(channels)), taps, out, cupy.int64(n_low)))
     return out
 
 

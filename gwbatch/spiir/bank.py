@@ -377,13 +377,20 @@ class FilterBank:
 CONSTRUCTION_VERSION = 4
 
 
+#: Bank settings added after banks were first cached, with the value at which the bank built is the
+#: one built before the setting existed: at that value a setting stays out of the key, so cached banks
+#: stay valid.
+KEY_NEUTRAL = {("spiir", "subbands"): False}
+
+
 def construction_key(cfg: BankConfig, templates: list[Template]) -> str:
     """What a built bank is made from apart from its PSD: its configuration, its templates and the
     construction version."""
     points = np.array([(t.mass1, t.mass2, t.spin1z, t.spin2z) for t in templates], dtype=np.float64)
     config = cfg.model_dump(mode="json")
-    if not config["spiir"]["subbands"]:  # off, the bank is the one built before the setting existed: same key
-        del config["spiir"]["subbands"]
+    for (section, key), neutral in KEY_NEUTRAL.items():
+        if config[section][key] == neutral:
+            del config[section][key]
     blob = (f"construction {CONSTRUCTION_VERSION}".encode() + json.dumps(config, sort_keys=True).encode()
             + points.tobytes())
     return hashlib.sha256(blob).hexdigest()[:16]

@@ -37,6 +37,7 @@ CPU twin of :mod:`gwbatch.spiir._cuda_subbands`: :func:`filter_subbands` (float3
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numba
@@ -52,12 +53,16 @@ KAISER_BETA = 6.0
 CHANNELS = 2 * DECIMATION
 
 
+@functools.cache
 def prototype(decimation: int = DECIMATION, taps: int = TAPS_PER_PHASE, beta: float = KAISER_BETA) -> np.ndarray:
-    """The channels' FIR at the top rate (float64, ``taps * decimation + 1`` taps, unit DC gain)."""
+    """The channels' FIR at the top rate (float64, ``taps * decimation + 1`` taps, unit DC gain; made
+    once per shape, read-only)."""
     n = taps * decimation + 1
     t = np.arange(n) - (n - 1) / 2
     p = np.sinc(t / decimation) * np.kaiser(n, beta)
-    return p / p.sum()
+    p = p / p.sum()
+    p.setflags(write=False)
+    return p
 
 
 def filter_channels(a: np.ndarray, sample_rate: float, decimation: int = DECIMATION) -> np.ndarray:
@@ -128,6 +133,25 @@ class ChannelPlan:
         """Filter updates per top-rate sample and template."""
         return self.filters / self.n_templates / DECIMATION
 
+    @functools.cached_property
+    def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows' filters as padded ``(rows, widest)`` arrays ``a``, ``b`` (complex64, padding 0)
+        and ``d`` (int64), and each row's channel as its index in :attr:`channels` (made once per plan:
+        both backends read them chunk after chunk)."""
+        width = max(r.a.size for r in self.rows)
+        a = np.zeros((len(self.rows), width), np.complex64)
+        b = np.zeros_like(a)
+        d = np.zeros((len(self.rows), width), np.int64)
+        for i, r in enumerate(self.rows):
+            a[i, : r.a.size], b[i, : r.a.size], d[i, : r.a.size] = r.a, r.b, r.d
+        index = {c: i for i, c in enumerate(self.channels)}
+        return a, b, d, np.array([index[r.channel] for r in self.rows], np.int64)
+
+    @functools.cached_property
+    def row_channels(self) -> np.ndarray:
+        """Each row's channel modulo :data:`CHANNELS` (the synthesis' DFT is periodic in it), int64."""
+        return np.array([r.channel % CHANNELS for r in self.rows], np.int64)
+
 
 def move_template(a, b, d, sample_rate: float):
     """A template's single-rate filters in their channels: ``(a', b', d', channel)`` (module docstring)."""
@@ -194,11 +218,11 @@ def reach() -> int:
 def channelize(x, channels, decimation: int = DECIMATION):
     """``X_c`` of the real series ``x`` for each of ``channels``, ``(len(channels), ceil(n / D))``
     complex64 (module docstring): the CUDA kernel for CuPy input, else the numba twin."""
-    p = prototype(decimation)
     if array_namespace(x) is not np:
         from gwbatch.spiir._cuda_subbands import channelize as on_gpu
 
-        return on_gpu(x, np.asarray(channels), p)
+        return on_gpu(x, channels)
+    p = prototype(decimation)
     x = np.ascontiguousarray(x, dtype=np.float32)
     n_low = -(-x.size // decimation)
     out = np.zeros((len(channels), n_low), dtype=np.complex64)
@@ -230,17 +254,8 @@ def channel_rows(x_channels: np.ndarray, plan: ChannelPlan) -> np.ndarray:
     """Every channel row of ``plan`` over the channels ``x_channels`` (:func:`channelize`'s output,
     rows in ``plan.channels`` order): ``(rows, n_low)`` complex64, the recurrence in float32 as
     ``chan_iir`` runs it (``y = a y + X[k - d]``, the row's sum ``sum b y``)."""
-    n_low = x_channels.shape[1]
-    width = max(r.a.size for r in plan.rows)
-    n = len(plan.rows)
-    a = np.zeros((n, width), np.complex64)
-    b = np.zeros((n, width), np.complex64)
-    d = np.zeros((n, width), np.int64)
-    index = {c: i for i, c in enumerate(plan.channels)}
-    source = np.array([index[r.channel] for r in plan.rows], np.int64)
-    for i, r in enumerate(plan.rows):
-        a[i, : r.a.size], b[i, : r.a.size], d[i, : r.a.size] = r.a, r.b, r.d
-    out = np.zeros((n, n_low), np.complex64)
+    a, b, d, source = plan.padded
+    out = np.zeros((a.shape[0], x_channels.shape[1]), np.complex64)
     with HOST_PARALLEL:
         _rows(np.ascontiguousarray(x_channels, np.complex64).view(np.float32), a.view(np.float32),
               b.view(np.float32), d, source, out.view(np.float32))
@@ -286,9 +301,8 @@ def synthesize(rows: np.ndarray, plan: ChannelPlan, n_out: int) -> np.ndarray:
     ``(templates, n_out)`` complex64."""
     g = (DECIMATION * prototype()).astype(np.float32)
     z = np.zeros((plan.n_templates, n_out), np.complex64)
-    chans = np.array([r.channel % CHANNELS for r in plan.rows], np.int64)
     with HOST_PARALLEL:
-        _synthesize(np.ascontiguousarray(rows, np.complex64), plan.rows_of.astype(np.int64), chans, g, z)
+        _synthesize(np.ascontiguousarray(rows, np.complex64), plan.rows_of.astype(np.int64), plan.row_channels, g, z)
     return z
 
 
