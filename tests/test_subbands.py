@@ -161,6 +161,7 @@ def test_sub_band_banks_are_saved_and_read_and_older_banks_still_read(subband_ba
     file (made before sub-bands) is read as a bank of the ladder alone."""
     import h5py
 
+    from gwbatch.errors import DataError
     from gwbatch.io.banks import load_bank, save_bank
 
     bank, _ = subband_bank
@@ -174,6 +175,11 @@ def test_sub_band_banks_are_saved_and_read_and_older_banks_still_read(subband_ba
         fh.attrs["format"] = "gwbatch-spiir-bank/2"
     old = load_bank(path)
     assert not old.subband.any() and not old.channel.any() and old.filters_digest == ladder.filters_digest
+    # a format-3 file without them is damaged, not a ladder bank
+    with h5py.File(path, "r+") as fh:
+        fh.attrs["format"] = "gwbatch-spiir-bank/3"
+    with pytest.raises(DataError, match="cannot read bank .*KeyError"):
+        load_bank(path)
 
 
 def test_chunks_of_one_stream_agree_where_both_are_warm(subband_bank):

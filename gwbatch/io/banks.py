@@ -93,10 +93,12 @@ def read_bank_psd(path: str | os.PathLike) -> PSD | None:
 def load_bank(path: str | os.PathLike) -> FilterBank:
     try:
         with h5py.File(path, "r") as fh:
-            if fh.attrs.get("format") not in READABLE:
+            fmt = fh.attrs.get("format")
+            if fmt not in READABLE:
                 raise DataError(f"{path} is not a built gwbatch SPIIR bank of format {FORMAT} (format "
-                                f"{fh.attrs.get('format')!r}); delete it and the bank is built again")
-            values = {k: fh[k][()] for k in PER_TEMPLATE if k in fh or k not in ADDED_IN_3}
+                                f"{fmt!r}); delete it and the bank is built again")
+            # a format-2 bank lacks what format 3 added; a format-3 bank lacking anything is damaged
+            values = {k: fh[k][()] for k in PER_TEMPLATE if fmt == FORMAT or k not in ADDED_IN_3}
             psd = PSD(fh["psd_frequencies"][()], fh["psd_values"][()], str(fh.attrs["psd_source"]))
             attrs = dict(fh.attrs)
         return FilterBank(
