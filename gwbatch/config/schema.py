@@ -222,7 +222,7 @@ class SpiirFilterConfig(StrictModel):
     multirate_tolerance: float = Field(0.001, ge=0.0, le=0.1,
                                        description="largest overlap a template may lose to multi-rate filtering "
                                                    "against its single-rate filters (else fewer filters move)")
-    subbands: bool = Field(False, description="experimental: run a template's filters in 32 complex sub-band "
+    subbands: bool = Field(False, description="run a template's filters in 32 complex sub-band "
                                               "channels at 1/16 of the rate (gwbatch.spiir.subbands) when that "
                                               "loses at most multirate_tolerance of its overlap, else on the octave "
                                               "ladder; needs multirate")

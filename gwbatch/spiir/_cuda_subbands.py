@@ -1,4 +1,4 @@
-"""CUDA sub-band SPIIR (experimental): filters run in complex channels of a DFT filter bank.
+"""CUDA sub-band SPIIR: filters run in complex channels of a DFT filter bank.
 
 What it computes is :mod:`gwbatch.spiir.subbands` (CPU twin: :func:`gwbatch.spiir.subbands.filter_subbands`):
 ``channelize`` cuts the whitened series into its channels; ``chan_iir<F, W>`` runs every channel row
@@ -20,12 +20,10 @@ is kept for the tile in shared memory; then ``z[n D + r] = sum_m g[m D + r + H] 
 mod 32]`` (``g = D p``, ``H`` its centre, ``m`` in ``[-5, 4]``): lane ``r`` takes the even ``m`` on
 column ``r``, lane ``r + 16`` the odd ones on column ``r + 16``, added by one shuffle.
 
-Measured once (one H200, BNS, 1024 templates x 64 s, benchmarks/RESULTS.md): correct to 1.5e-6 of
-the peak against the float64 direct form, but latency-bound (rows 10.1 ms, synthesis 15.8 ms against
-the octave ladder's 18.6 ms in all); the streams, the synthesis' time segments and staging, and the
-``channelize`` kernel came after that run and have not run on a GPU yet
-(``benchmarks/spiir_subband_kernels.py`` checks them first; the revised synthesis' index arithmetic
-is checked on the host by an emulation, ``tests/test_subbands.py``).
+Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): the
+first form within 1.5e-6 of the peak of the float64 direct form but latency-bound (29.3 ms); this
+form (streams, the synthesis' segments and staging, ``channelize``) within 1.6e-6, 16.7 ms against
+the octave ladder's 18.3 ms in the same run (rows 7.5 ms, synthesis 9.1 ms).
 """
 
 from __future__ import annotations
