@@ -6,8 +6,9 @@ white noise, medians of ``--repeat`` after a warm-up:
 
 - the octave ladder's ``filter_templates`` (the multi-rate bank, all resampling included);
 - the sub-band path (:mod:`gwbatch.spiir.subbands`, :mod:`gwbatch.spiir._cuda_subbands`): the
-  channels of the noise (``channelize``), every channel row (``chan_iir``), the synthesis back to
-  the top rate (``synthesize``), timed apart and together;
+  channels of the noise (``channelize``), every channel row (``chan_iir``; also on one stream, and
+  with other time segmentations), the synthesis back to the top rate (``synthesize``; also with
+  other segment lengths), timed apart and together;
 - ``filter_templates`` of the bank built with ``spiir.subbands`` (every template in channels), the
   path a search runs;
 - the cuFFT matched-filter peer of the same count and length of templates.
@@ -127,8 +128,11 @@ def main(argv=None):
     parts = {"channelize": _gpu_median(partial(S.channelize, x, plan.channels), args.repeat),
              "rows": _gpu_median(partial(K.channel_rows_cuda, xc, plan), args.repeat),
              "rows_one_stream": _gpu_median(partial(K.channel_rows_cuda, xc, plan, False), args.repeat),
+             "rows_unsegmented": _gpu_median(partial(K.channel_rows_cuda, xc, plan, True, None, 1), args.repeat),
+             "rows_4096_warps": _gpu_median(partial(K.channel_rows_cuda, xc, plan, True, None, 4096), args.repeat),
+             "rows_16384_warps": _gpu_median(partial(K.channel_rows_cuda, xc, plan, True, None, 16384), args.repeat),
              "synthesis": _gpu_median(partial(K.synthesize_cuda, rows, plan, n_low, x.size), args.repeat)}
-    for segment in (128, 2048):
+    for segment in (128, 1024):
         parts[f"synthesis_segment_{segment}"] = _gpu_median(partial(K.synthesize_cuda, rows, plan, n_low, x.size,
                                                                     segment), args.repeat)
     layouts = {}

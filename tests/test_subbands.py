@@ -285,54 +285,53 @@ def test_the_kernels_limit_on_rows_is_the_banks(monkeypatch):
     assert S.channel_plan([(a, b, d)], FS).rows_of.shape[2] == 14 > S.MAX_ROWS_PER_PARITY
 
 
-def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, tj, per):
+def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, per):
     """The ``synthesize`` kernel of gwbatch.spiir._cuda_subbands step by step on the host, lanes as
-    array axes, with its index expressions (staging window, parity halves, the shuffle across
-    halves, the polyphase taps of each lane): the GPU's arithmetic apart from rounding."""
+    array axes, with its index expressions (each half's parity rows, the shuffle across halves, the
+    register ring's slots with half 1 one slot lower, the nine filling steps, each lane's taps): the
+    GPU's arithmetic apart from rounding."""
     n_low = rows.shape[1]
     lane = np.arange(32)
     half, q = lane >> 4, lane & 15
     z = np.zeros((rows_of.shape[0], n_out), np.complex128)
-    span = tj + 9
-    m = 2 * np.arange(5)[:, None] - 4 - half[None, :]  # (5, 32): each lane's taps
-    idx = m * 16 + q[None, :] + 80
+    idx = (2 * np.arange(5)[:, None] - 4 - half[None, :]) * 16 + q[None, :] + 80  # (5, 32)
     g = np.where((idx >= 0) & (idx <= 160), taps[np.clip(idx, 0, 160)], 0.0)
     for t in range(rows_of.shape[0]):
+        mine = [[rows_of[t, h, u] for u in range(per) if rows_of[t, h, u] >= 0] for h in range(2)]
+        tw = [np.array([np.exp(1j * np.pi * ((chans[r] * q[:16]) & 31) / 16.0) for r in mine[h]]).reshape(-1, 16)
+              for h in range(2)]
         for seg0 in range(0, n_low, seg_len):
             seg1 = min(n_low, seg0 + seg_len)
-            for n0 in range(seg0, seg1, tj):
-                j = n0 - 4 + np.arange(span)
-                inside = (j >= 0) & (j < n_low)
-                ws = np.zeros((2, per, span), np.complex128)
-                for par in range(2):
-                    for u in range(per):
-                        r = rows_of[t, par, u]
-                        if r >= 0:
-                            ws[par, u, inside] = rows[r, j[inside]]
-                own = np.zeros((span, 32), np.complex128)
-                for ln in range(32):
-                    for u in range(per):
-                        r = rows_of[t, half[ln], u]
-                        if r < 0:
-                            break
-                        c = chans[r]
-                        v = ws[half[ln], u] * np.where((c & 1) & (j & 1), -1.0, 1.0)
-                        own[:, ln] += v * np.exp(1j * np.pi * ((c * q[ln]) & 31) / 16.0)
-                partner = own[:, lane ^ 16]
-                uw = np.where(half[None, :] == 0, own + partner, partner - own)
-                for nn in range(min(tj, seg1 - n0)):
-                    acc = np.sum(g * uw[nn + 4 - m, lane[None, :]], axis=0)
+            ring = np.zeros((10, 32), np.complex128)
+            for n0 in range(seg0 - 9, seg1, 10):
+                for s in range(10):
+                    n = n0 + s
+                    j = n + 5
+                    own = np.zeros(32, np.complex128)
+                    if 0 <= j < n_low:
+                        for h in range(2):
+                            for r, w in zip(mine[h], tw[h]):
+                                own[16 * h: 16 * h + 16] += rows[r, j] * w
+                    if j & 1:
+                        own[16:] = -own[16:]
+                    partner = own[lane ^ 16]
+                    new = np.where(half == 0, own + partner, partner - own)
+                    ring[(s + 9) % 10, :16] = new[:16]
+                    ring[(s + 8) % 10, 16:] = new[16:]
+                    acc = np.sum(g * ring[(s + 8 - 2 * np.arange(5) + 10) % 10], axis=0)
                     acc = acc + acc[lane ^ 16]
-                    k = (n0 + nn) * 16 + q[:16]
-                    ok = k < n_out
-                    z[t, k[ok]] = acc[:16][ok]
+                    k = n * 16 + q[:16]
+                    if seg0 <= n < seg1:
+                        ok = k < n_out
+                        z[t, k[ok]] = acc[:16][ok]
     return z
 
 
 def test_the_synthesis_kernels_indexing_is_the_twins(templates):
-    """The revised synthesis kernel (time segments, rows staged per tile) has not run on a GPU yet: its
-    steps, emulated on the host with the kernel's own index expressions over segments and tiles that
-    do not divide the series, give the twin's output."""
+    """The synthesis kernel's steps, emulated on the host with its own index expressions (register
+    ring, filling steps, segments that do not divide the series, a series that ends inside a
+    channel sample), give the twin's output: CI's check of the kernel's arithmetic, which the GPU
+    tests check on the device."""
     from gwbatch.spiir import _cuda_subbands as K
 
     x = np.random.default_rng(6).standard_normal(int(70 * FS)).astype(np.float32)
@@ -343,6 +342,41 @@ def test_the_synthesis_kernels_indexing_is_the_twins(templates):
     rows_of = np.full((plan.n_templates, 2, per), -1, np.int64)
     rows_of[:, :, : plan.rows_of.shape[2]] = plan.rows_of
     chans = np.array([r.channel % S.CHANNELS for r in plan.rows])
-    emulated = _synthesis_kernel_emulated(rows, rows_of, chans, S.DECIMATION * S.prototype(), n_out, 300, 40, per)
+    emulated = _synthesis_kernel_emulated(rows, rows_of, chans, S.DECIMATION * S.prototype(), n_out, 300, per)
     twin = S.synthesize(rows, plan, n_out)
     assert np.abs(emulated - twin).max() <= 1e-5 * np.abs(twin).max()
+
+
+def test_the_rows_time_segments_and_their_scan_give_the_whole_recursion():
+    """``run_rows``' segmentation on the host: the segments tile the padded series in blocks of NB,
+    and each segment run from ``chan_scan``'s state (a^m y_s + e_s, e_s its end from zero, float64)
+    gives the recursion of the whole series, as ``chan_iir<F, W, true>`` does from its ``init``."""
+    from gwbatch.spiir import _cuda_subbands as K
+
+    for n_warps, n_pad in ((3, 10240), (580, 16384), (9000, 16384), (40, 2048), (40, 1000 * K.NB)):
+        segments, seg_len = K.segments_for(n_warps, n_pad)
+        assert seg_len % K.NB == 0 and (segments - 1) * seg_len < n_pad <= segments * seg_len
+        assert segments == 1 or seg_len >= K.MIN_SEGMENT - K.NB
+    rng = np.random.default_rng(8)
+    n_pad = 10240
+    segments, seg_len = K.segments_for(3, n_pad)
+    assert segments == 10
+    a = np.exp(-1 / rng.uniform(5, 400, 6) + 2j * np.pi * rng.uniform(-0.3, 0.3, 6))
+    x = rng.standard_normal((6, n_pad)) + 1j * rng.standard_normal((6, n_pad))
+
+    def run(af, xf, y):
+        out = np.empty(xf.size, complex)
+        for k, v in enumerate(xf):
+            y = af * y + v
+            out[k] = y
+        return out
+
+    for af, xf in zip(a, x):
+        whole = run(af, xf, 0.0)
+        ends = [run(af, xf[s * seg_len: (s + 1) * seg_len], 0.0)[-1] for s in range(segments)]
+        init, v = [], 0.0
+        for s in range(segments):  # chan_scan
+            init.append(v)
+            v = af ** seg_len * v + ends[s]
+        pieces = np.concatenate([run(af, xf[s * seg_len: (s + 1) * seg_len], init[s]) for s in range(segments)])
+        assert np.abs(pieces - whole).max() <= 1e-9 * np.abs(whole).max()

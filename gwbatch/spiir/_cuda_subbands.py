@@ -10,20 +10,24 @@ first-order complex recurrence ``y[k] = a y[k-1] + X[k - d]`` and the row's sum 
 shuffle butterfly of :mod:`gwbatch.spiir._cuda` (``fold`` / ``reduce``).  Input: the channels padded
 in front with zeros, as two copies shifted by one sample read as ``float4`` (two complex samples),
 so any delay is aligned.  A layout's launch may hold too few warps to fill the GPU, so each runs on
-its own stream.
+its own stream, in time segments: ``chan_iir<F, W, false>`` makes each segment's end states from
+zero, ``chan_scan`` carries them across the segments (float64), and ``chan_iir<F, W, true>`` runs
+every segment from its true state (the ladder's scan, :mod:`gwbatch.spiir._cuda`).
 
-``synthesize``: a warp per template and time segment of ``SYNTH_SEGMENT`` channel samples, in tiles
-of ``TJ``: the template's rows over the tile (and 4 + 5 samples either side) are staged in shared
-memory, coalesced; ``U[j, q] = sum_c W_c[j] (-1)^(c j) e^{2 pi i c q / 32}`` with lanes 0-15 summing
-the even channels and 16-31 the odd, swapped by one shuffle (``U[q] = E + O``, ``U[q + 16] = E - O``),
-is kept for the tile in shared memory; then ``z[n D + r] = sum_m g[m D + r + H] U[n - m, (r + 16 m)
-mod 32]`` (``g = D p``, ``H`` its centre, ``m`` in ``[-5, 4]``): lane ``r`` takes the even ``m`` on
-column ``r``, lane ``r + 16`` the odd ones on column ``r + 16``, added by one shuffle.
+``synthesize``: a warp per template and time segment of ``SYNTH_SEGMENT`` channel samples.  Lane
+``q`` of half ``h`` sums the template's rows of channel parity ``h`` for column ``q``:
+``E[q] = sum_{c even} W_c[j] e^{2 pi i c q / 32}``, ``O[q] = (-1)^j sum_{c odd} ...``; one shuffle
+across the halves gives ``U[j, q] = E + O`` (half 0) and ``U[j, q + 16] = E - O`` (half 1), kept in a
+ring of registers over the ten channel samples the outputs read.  Then
+``z[n D + r] = sum_m g[m D + r + H] U[n - m, (r + 16 m) mod 32]`` (``g = D p``, ``H`` its centre,
+``m`` in ``[-5, 4]``): lane ``r`` takes the even ``m`` on column ``r``, lane ``r + 16`` the odd ones
+on column ``r + 16``, added by one shuffle.  No shared memory and no barrier: each step is one
+channel sample, 16 outputs.
 
 Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): the
-first form within 1.5e-6 of the peak of the float64 direct form but latency-bound (29.3 ms); this
-form (streams, the synthesis' segments and staging, ``channelize``) within 1.6e-6, 16.7 ms against
-the octave ladder's 18.3 ms in the same run (rows 7.5 ms, synthesis 9.1 ms).
+previous form (rows unsegmented, the synthesis staged in shared memory) within 1.6e-6 of the peak of
+the float64 direct form, 16.7 ms against the octave ladder's 18.3 ms in the same run (rows 7.5 ms,
+synthesis 9.1 ms).  This form has not run on a GPU yet.
 """
 
 from __future__ import annotations
@@ -36,13 +40,12 @@ import numpy as np
 
 NB = 16
 THREADS = 128
-#: Synthesis: output rows (low-rate samples) per shared-memory tile, and channel rows of one parity a
-#: template may have (its channels of that parity, and a channel's parts beyond 32 F filters).
-TJ = 40
+#: Synthesis: channel rows of one parity a template may have (its channels of that parity, and a
+#: channel's parts beyond 32 F filters).
 MAX_PER_PARITY = 12  # gwbatch.spiir.subbands.MAX_ROWS_PER_PARITY (the bank keeps templates within it)
-SYNTH_THREADS = 64
-#: Low-rate samples of a synthesis warp (time segments fill the GPU).
-SYNTH_SEGMENT = 512
+SYNTH_THREADS = 128
+#: Channel samples of a synthesis warp (time segments fill the GPU; each starts nine samples early).
+SYNTH_SEGMENT = 256
 #: Every layout compiled: ``(F, W)``.
 LAYOUTS = tuple((f, 32) for f in (1, 2, 4, 8)) + tuple((f, w) for w in (4, 8) for f in (1, 2, 4))
 OPTIONS = ("-std=c++17",)
@@ -50,18 +53,23 @@ OPTIONS = ("-std=c++17",)
 SOURCE = r"""
 // Channel rows: slot s (row rows[s] of out, channel input row chan[s]) holds W lanes of F filters;
 // filter slot idx = warp * 32 F + f * 32 + lane (pack_slots' order).  y = a y + X[k - d], sum b y.
-template <int F, int W>
+// Time segment blockIdx.y of seg_len samples, from the states ``init`` (null: zero); with OUT false
+// only the states at the segment's end are made (``end_state``), for chan_scan.
+template <int F, int W, bool OUT>
 __global__ void __launch_bounds__(128)
 chan_iir(const float4* __restrict__ xs, const long long plane, const long long row4, const long long pad,
-         const long long n_pad, const float2* __restrict__ a, const float2* __restrict__ b,
-         const int* __restrict__ d, const int* __restrict__ chan, float2* __restrict__ out,
+         const long long n_pad, const long long seg_len, const float2* __restrict__ a,
+         const float2* __restrict__ b, const int* __restrict__ d, const int* __restrict__ chan,
+         const float2* __restrict__ init, float2* __restrict__ end_state, float2* __restrict__ out,
          const long long out_stride, const int* __restrict__ rows, const int n_slots, const long long n_valid,
-         const int n_warps)
+         const int n_warps, const int n_seg)
 {
     const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (warp >= n_warps) return;
     constexpr int P = NB / W > 2 ? NB / W : 2;
+    const int seg = blockIdx.y;
+    const long long k_begin = (long long)seg * seg_len, k_end = min(n_pad, k_begin + seg_len);
     const int slot = warp * (32 / W) + lane / W;
     const int row = slot < n_slots ? rows[slot] : -1;
     const int ch = slot < n_slots ? chan[slot] : 0;
@@ -74,20 +82,21 @@ chan_iir(const float4* __restrict__ xs, const long long plane, const long long r
         const long long idx = (long long)warp * 32 * F + f * 32 + lane;
         const float2 av = a[idx], bv = b[idx];
         ar[f] = av.x; ai[f] = av.y; br[f] = bv.x; bi[f] = bv.y;
-        yr[f] = 0.0f; yi[f] = 0.0f;
-        const long long base = pad - d[idx];
+        const float2 y0 = init != nullptr ? init[idx * n_seg + seg] : make_float2(0.0f, 0.0f);
+        yr[f] = y0.x; yi[f] = y0.y;
+        const long long base = pad - d[idx] + k_begin;
         const long long s = base & 1;
         at[f] = s * plane + (long long)ch * row4 + ((base - s) >> 1);
     }
-    float2* dst = row >= 0 ? out + (long long)row * out_stride : nullptr;
-    for (long long k0 = 0; k0 < n_pad; k0 += NB) {
+    float2* dst = OUT && row >= 0 ? out + (long long)row * out_stride : nullptr;
+    for (long long k0 = k_begin; k0 < k_end; k0 += NB) {
         float accr[NB], acci[NB];
 #pragma unroll
         for (int j = 0; j < NB; ++j) { accr[j] = 0.0f; acci[j] = 0.0f; }
 #pragma unroll
         for (int f = 0; f < F; ++f) {
             float xv[2 * NB];
-            const float4* src = xs + at[f] + (k0 >> 1);
+            const float4* src = xs + at[f] + ((k0 - k_begin) >> 1);
 #pragma unroll
             for (int q = 0; q < NB / 2; ++q) {
                 const float4 v = __ldg(src + q);
@@ -100,108 +109,137 @@ chan_iir(const float4* __restrict__ xs, const long long plane, const long long r
                 const float nr = fmaf(ar[f], yr[f], tr);
                 const float ni = fmaf(ar[f], yi[f], ti);
                 yr[f] = nr; yi[f] = ni;
-                accr[j] = fmaf(br[f], nr, fmaf(-bi[f], ni, accr[j]));
-                acci[j] = fmaf(br[f], ni, fmaf(bi[f], nr, acci[j]));
+                if constexpr (OUT) {
+                    accr[j] = fmaf(br[f], nr, fmaf(-bi[f], ni, accr[j]));
+                    acci[j] = fmaf(br[f], ni, fmaf(bi[f], nr, acci[j]));
+                }
             }
         }
-        reduce<W>(accr, acci, lane);
-        if (!writer) continue;
-        const long long k = k0 + first;
+        if constexpr (OUT) {
+            reduce<W>(accr, acci, lane);
+            if (!writer) continue;
+            const long long k = k0 + first;
 #pragma unroll
-        for (int j = 0; j < P; j += 2) {
-            float4 v = make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]);
-            if (k + j >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
-            if (k + j + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
-            __stwb(reinterpret_cast<float4*>(dst + k + j), v);
+            for (int j = 0; j < P; j += 2) {
+                float4 v = make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]);
+                if (k + j >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
+                if (k + j + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
+                __stwb(reinterpret_cast<float4*>(dst + k + j), v);
+            }
+        }
+    }
+    if (end_state != nullptr) {
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+            const long long idx = (long long)warp * 32 * F + f * 32 + lane;
+            end_state[idx * n_seg + seg] = make_float2(yr[f], yi[f]);
         }
     }
 }
 
-// Synthesis (module docstring): warp (template t = blockIdx.y, time segment) over its low-rate
-// samples [seg0, seg1) in tiles of TJ.  rows_of / chan_of: (T, 2, MAX_PER_PARITY), the template's
-// channel rows of each parity, valid ones first (-1 after), and their channels (0..31); taps g[0..160].
+// The states across time segments, one thread per filter slot: y before segment 0 is 0, and before
+// segment s + 1 it is a^m y_s + e_s for segments of m samples, e_s the segment's end from zero (float64).
+__global__ void chan_scan(const float2* __restrict__ a, const float2* __restrict__ end_state,
+                          float2* __restrict__ init, const long long n_filters, const int n_seg,
+                          const long long seg_len)
+{
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n_filters) return;
+    double pr = 1.0, pi = 0.0, qr = a[idx].x, qi = a[idx].y;  // p = a^m by repeated squaring
+    for (long long m = seg_len; m > 0; m >>= 1) {
+        if (m & 1) { const double t = pr * qr - pi * qi; pi = pr * qi + pi * qr; pr = t; }
+        const double t = qr * qr - qi * qi; qi = 2.0 * qr * qi; qr = t;
+    }
+    double vr = 0.0, vi = 0.0;
+    for (int s = 0; s < n_seg; ++s) {
+        init[idx * n_seg + s] = make_float2((float)vr, (float)vi);
+        const float2 e = end_state[idx * n_seg + s];
+        const double t = pr * vr - pi * vi + e.x;
+        vi = pr * vi + pi * vr + e.y;
+        vr = t;
+    }
+}
+
+// Synthesis (module docstring): a warp per template t = blockIdx.y and time segment of seg_len
+// low-rate samples.  Lane r of half h holds column r + 16 h of U in a ring of registers over the
+// ten low-rate samples its outputs read; each step makes U one sample further (the half's DFT
+// part, shuffled across the halves) and gives 16 top-rate outputs.  rows_of / chan_of:
+// (T, 2, MAX_PER_PARITY), the template's channel rows of each parity, valid ones first (-1 after),
+// and their channels (0..31); taps g[0..160].
 __global__ void __launch_bounds__(SYNTH_THREADS)
 synthesize(const float2* __restrict__ w, const long long w_stride, const long long n_low,
            const int* __restrict__ rows_of, const int* __restrict__ chan_of, const float* __restrict__ taps,
            float2* __restrict__ z, const long long z_stride, const long long n_out, const long long seg_len)
 {
-    extern __shared__ float2 smem[];
-    const int wib = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, half = lane >> 4, q = lane & 15;
     const int t = blockIdx.y;
-    const long long seg0 = ((long long)blockIdx.x * (SYNTH_THREADS / 32) + wib) * seg_len;
+    const long long seg0 = ((long long)blockIdx.x * (SYNTH_THREADS / 32) + (threadIdx.x >> 5)) * seg_len;
     if (seg0 >= n_low) return;
     const long long seg1 = min(n_low, seg0 + seg_len);
-    constexpr int ROWS = TJ + 9;
-    float2* Uw = smem + wib * (ROWS * 32 + 2 * MAX_PER_PARITY * ROWS);
-    float2* Ws = Uw + ROWS * 32;  // (2 * MAX_PER_PARITY, ROWS): the template's rows over the tile
-    const int half = lane >> 4, q = lane & 15;
-    int row[MAX_PER_PARITY], odd[MAX_PER_PARITY];
+    const float2* src[MAX_PER_PARITY];
     float twr[MAX_PER_PARITY], twi[MAX_PER_PARITY];
-    int n_mine = 0, n_all = 0;
+    int n_mine = 0;
 #pragma unroll
     for (int u = 0; u < MAX_PER_PARITY; ++u) {
         const int base = (t * 2 + half) * MAX_PER_PARITY + u;
-        row[u] = rows_of[base];
-        n_mine += row[u] >= 0;
-        const int c = chan_of[base];
-        odd[u] = c & 1;
-        float s, co;
-        sincospif((float)((c * q) & 31) / 16.0f, &s, &co);  // e^{2 pi i c q / 32}
+        const int r = rows_of[base];
+        n_mine += r >= 0;
+        src[u] = w + (long long)(r >= 0 ? r : 0) * w_stride;  // an empty slot reads row 0, weighted 0
+        float s = 0.0f, co = 0.0f;
+        if (r >= 0) sincospif((float)((chan_of[base] * q) & 31) / 16.0f, &s, &co);  // e^{2 pi i c q / 32}
         twr[u] = co; twi[u] = s;
     }
-    n_all = n_mine + __shfl_xor_sync(FULL, n_mine, 16);
-    // the rows of both parities, for the staged loads: even ones then odd ones
-    const int n_even = __shfl_sync(FULL, n_mine, 0);
+    const int n_rows = max(n_mine, __shfl_xor_sync(FULL, n_mine, 16));  // the same for the whole warp
+    // Output n reads U[n - m] with m = 2 i - 4 - h (i < 5): half 0 the ring's U[n + 4 - 2 i], half 1
+    // U[n + 5 - 2 i].  Half 1 keeps U[j] one slot lower than half 0, so both read slot
+    // (s + 8 - 2 i) mod 10 at step s of a round of ten, and the slots are known at compile time.
     float g[5];
 #pragma unroll
     for (int i = 0; i < 5; ++i) {
-        const int m = 2 * i - 4 - half;
-        const int idx = m * 16 + q + 80;
+        const int idx = (2 * i - 4 - half) * 16 + q + 80;
         g[i] = (idx >= 0 && idx <= 160) ? taps[idx] : 0.0f;
     }
-    float2* zt = z + (long long)t * z_stride;
-    for (long long n0 = seg0; n0 < seg1; n0 += TJ) {
-        // stage the template's rows for j in [n0 - 4, n0 + TJ + 5), coalesced along j
-        for (int e = lane; e < n_all * ROWS; e += 32) {
-            const int r = e / ROWS, jj = e - r * ROWS;
-            const int par = r < n_even ? 0 : 1, u = r < n_even ? r : r - n_even;
-            const int rr = rows_of[(t * 2 + par) * MAX_PER_PARITY + u];
-            const long long j = n0 - 4 + jj;
-            Ws[(par * MAX_PER_PARITY + u) * ROWS + jj] =
-                (j >= 0 && j < n_low) ? __ldg(w + (long long)rr * w_stride + j) : make_float2(0.0f, 0.0f);
-        }
-        __syncwarp();
-        for (int jj = 0; jj < ROWS; ++jj) {
-            const int jodd = (int)((n0 - 4 + jj) & 1);
-            float er = 0.0f, ei = 0.0f;
+    float ur[10], ui[10];
 #pragma unroll
-            for (int u = 0; u < MAX_PER_PARITY; ++u) {
-                if (u >= n_mine) break;
-                float2 v = Ws[(half * MAX_PER_PARITY + u) * ROWS + jj];
-                if (odd[u] & jodd) { v.x = -v.x; v.y = -v.y; }
-                er = fmaf(v.x, twr[u], fmaf(-v.y, twi[u], er));
-                ei = fmaf(v.x, twi[u], fmaf(v.y, twr[u], ei));
+    for (int k = 0; k < 10; ++k) { ur[k] = 0.0f; ui[k] = 0.0f; }
+    float2* zt = z + (long long)t * z_stride;
+    // Steps n from seg0 - 9: the first nine only fill the ring (U[seg0 - 4 ...]).
+    for (long long n0 = seg0 - 9; n0 < seg1; n0 += 10) {
+#pragma unroll
+        for (int s = 0; s < 10; ++s) {
+            const long long n = n0 + s, j = n + 5;
+            float er = 0.0f, ei = 0.0f, fr = 0.0f, fi = 0.0f;
+            if (j >= 0 && j < n_low) {
+#pragma unroll
+                for (int u = 0; u < MAX_PER_PARITY; u += 2) {
+                    if (u >= n_rows) break;
+                    const float2 v = __ldg(src[u] + j);
+                    er = fmaf(v.x, twr[u], fmaf(-v.y, twi[u], er));
+                    ei = fmaf(v.x, twi[u], fmaf(v.y, twr[u], ei));
+                    if (u + 1 >= n_rows) break;
+                    const float2 v1 = __ldg(src[u + 1] + j);
+                    fr = fmaf(v1.x, twr[u + 1], fmaf(-v1.y, twi[u + 1], fr));
+                    fi = fmaf(v1.x, twi[u + 1], fmaf(v1.y, twr[u + 1], fi));
+                }
             }
+            er += fr; ei += fi;
+            if (half && (j & 1)) { er = -er; ei = -ei; }  // odd channels: (-1)^(c j)
             const float pr = __shfl_xor_sync(FULL, er, 16), pi = __shfl_xor_sync(FULL, ei, 16);
-            Uw[jj * 32 + lane] = half == 0 ? make_float2(er + pr, ei + pi) : make_float2(pr - er, pi - ei);
-        }
-        __syncwarp();
-        const int tile = (int)min((long long)TJ, seg1 - n0);
-        for (int nn = 0; nn < tile; ++nn) {
+            const float nr = half == 0 ? er + pr : pr - er, ni = half == 0 ? ei + pi : pi - ei;
+            const int S0 = (s + 9) % 10, S1 = (s + 8) % 10;
+            if (half == 0) { ur[S0] = nr; ui[S0] = ni; } else { ur[S1] = nr; ui[S1] = ni; }
             float accr = 0.0f, acci = 0.0f;
 #pragma unroll
             for (int i = 0; i < 5; ++i) {
-                const int m = 2 * i - 4 - half;
-                const float2 u = Uw[(nn + 4 - m) * 32 + lane];
-                accr = fmaf(g[i], u.x, accr);
-                acci = fmaf(g[i], u.y, acci);
+                const int slot = (s + 8 - 2 * i + 10) % 10;
+                accr = fmaf(g[i], ur[slot], accr);
+                acci = fmaf(g[i], ui[slot], acci);
             }
             accr += __shfl_xor_sync(FULL, accr, 16);
             acci += __shfl_xor_sync(FULL, acci, 16);
-            const long long k = (n0 + nn) * 16 + q;
-            if (half == 0 && k < n_out) zt[k] = make_float2(accr, acci);
+            const long long k = n * 16 + q;
+            if (half == 0 && n >= seg0 && n < seg1 && k < n_out) zt[k] = make_float2(accr, acci);
         }
-        __syncwarp();
     }
 }
 
@@ -237,17 +275,18 @@ __global__ void channelize(const float* __restrict__ x, const long long n, const
 """
 
 
-def chan_name(f: int, w: int) -> str:
-    return f"chan_iir<{f}, {w}>"
+def chan_name(f: int, w: int, out: bool = True) -> str:
+    return f"chan_iir<{f}, {w}, {'true' if out else 'false'}>"
 
 
-NAME_EXPRESSIONS = tuple(chan_name(f, w) for f, w in LAYOUTS) + ("synthesize", "channelize")
+NAME_EXPRESSIONS = (tuple(chan_name(f, w, o) for f, w in LAYOUTS for o in (True, False))
+                    + ("chan_scan", "synthesize", "channelize"))
 
 
 def source() -> str:
     from gwbatch.spiir._cuda import REDUCTION
 
-    return (REDUCTION + f"#define TJ {TJ}\n#define MAX_PER_PARITY {MAX_PER_PARITY}\n#define SYNTH_THREADS {SYNTH_THREADS}\n"
+    return (REDUCTION + f"#define MAX_PER_PARITY {MAX_PER_PARITY}\n#define SYNTH_THREADS {SYNTH_THREADS}\n"
             + SOURCE)
 
 
@@ -342,9 +381,25 @@ PLANS_KEPT = 128
 _PLANS: OrderedDict = OrderedDict()
 
 
-def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_valid: int, streams=None) -> None:
+#: Warps a layout's launch is given by cutting time into segments (chan_scan carries the states), and
+#: the shortest segment, in channel samples: a launch of few rows alone leaves the GPU mostly idle.
+ROW_WARPS = 8192
+MIN_SEGMENT = 1024
+
+
+def segments_for(n_warps: int, n_pad: int, target: int = ROW_WARPS) -> tuple[int, int]:
+    """``(segments, seg_len)`` of a launch of ``n_warps`` over ``n_pad`` samples (``seg_len`` a
+    multiple of :data:`NB`)."""
+    segments = max(1, min(-(-target // max(1, n_warps)), n_pad // MIN_SEGMENT))
+    seg_len = -(-(-(-n_pad // segments)) // NB) * NB
+    return -(-n_pad // seg_len), seg_len
+
+
+def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_valid: int, streams=None,
+             target: int = ROW_WARPS) -> None:
     """Every launch ``(f, w, a, b, d, channel, rows, n_slots)`` of ``chan_iir``, each on its own
-    stream of ``streams`` when given (a layout's launch alone may not fill the GPU)."""
+    stream of ``streams`` when given, in time segments (:func:`segments_for`): the segments' end
+    states from zero, ``chan_scan``, then the segments from their true states."""
     import cupy
 
     mod = _module()
@@ -352,23 +407,29 @@ def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_v
     done = []
     for i, (f, w, a, b, d, chan, rows, n_slots) in enumerate(launches):
         n_warps = a.shape[0]
+        segments, seg_len = segments_for(n_warps, n_pad, target)
         stream = streams[i % len(streams)] if streams else current
         if streams:
             stream.wait_event(current.record())
+        grid = (-(-n_warps * 32 // THREADS), segments)
+        head = (xs, cupy.int64(plane), cupy.int64(row4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len),
+                a, b, d, chan)
+        tail = (cupy.int64(out.shape[1]), rows, cupy.int32(n_slots), cupy.int64(n_valid), cupy.int32(n_warps),
+                cupy.int32(segments))
         with stream:
-            mod.get_function(chan_name(f, w))(
-                (-(-n_warps * 32 // THREADS),), (THREADS,),
-                (xs, cupy.int64(plane), cupy.int64(row4), cupy.int64(pad), cupy.int64(n_pad), a, b, d, chan, out,
-                 cupy.int64(out.shape[1]), rows, cupy.int32(n_slots), cupy.int64(n_valid), cupy.int32(n_warps)))
+            init = None
+            if segments > 1:
+                end = cupy.empty((a.size, segments), dtype=cupy.complex64)
+                init = cupy.empty_like(end)
+                mod.get_function(chan_name(f, w, False))(grid, (THREADS,), (*head, None, end, None, *tail))
+                mod.get_function("chan_scan")((-(-a.size // 256),), (256,),
+                                              (a, end, init, cupy.int64(a.size), cupy.int32(segments),
+                                               cupy.int64(seg_len)))
+            mod.get_function(chan_name(f, w))(grid, (THREADS,), (*head, init, None, out, *tail))
         if streams:
             done.append(stream.record())
     for event in done:
         current.wait_event(event)
-
-
-def synthesis_smem() -> int:
-    rows = TJ + 9
-    return (SYNTH_THREADS // 32) * (rows * 32 + 2 * MAX_PER_PARITY * rows) * 8
 
 
 def run_synthesis(w, n_low: int, rows_of, chan_of, taps, z, n_out: int, segment: int = SYNTH_SEGMENT) -> None:
@@ -380,7 +441,7 @@ def run_synthesis(w, n_low: int, rows_of, chan_of, taps, z, n_out: int, segment:
     _module().get_function("synthesize")(
         (-(-segments // per_block), n_templates), (SYNTH_THREADS,),
         (w, cupy.int64(w.shape[1]), cupy.int64(n_low), rows_of, chan_of, taps, z, cupy.int64(z.shape[1]),
-         cupy.int64(n_out), cupy.int64(segment)), shared_mem=synthesis_smem())
+         cupy.int64(n_out), cupy.int64(segment)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -410,17 +471,18 @@ def channelize(x, channels):
     return out
 
 
-def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None):
-    """Every channel row of ``plan`` over the channels ``xc``: ``(rows, n_pad)`` complex64."""
+def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, target: int = ROW_WARPS):
+    """Every channel row of ``plan`` over the channels ``xc``: ``(rows, n_pad)`` complex64 (every
+    sample of every row is written: zeros from ``n_low`` on)."""
     import cupy
 
     dp = device_plan(plan)
     n_low = xc.shape[1]
     n_pad = -(-n_low // NB) * NB
     xs, plane, row4 = shifted_channels(xc, dp.pad, n_pad)
-    out = cupy.zeros((dp.n_rows, n_pad), dtype=cupy.complex64)
+    out = cupy.empty((dp.n_rows, n_pad), dtype=cupy.complex64)
     launches = dp.launches if only is None else (dp.launches[only],)
-    run_rows(xs, plane, row4, dp.pad, n_pad, launches, out, n_low, dp.streams if streams else None)
+    run_rows(xs, plane, row4, dp.pad, n_pad, launches, out, n_low, dp.streams if streams else None, target)
     return out
 
 
