@@ -31,6 +31,7 @@ def benchmark_bank(kind: str, distinct: int, n_templates: int = 1024):
     path = sm.BANKS[kind]
     masses = sm._masses(kind, distinct, np.random.default_rng(1))
     cfg = load_bank_config(path)
+    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"subbands": False})})  # the ladder's launches
     with ProcessPoolExecutor() as pool:
         built = list(pool.map(sm._build, [(path, m1, m2, True) for m1, m2 in masses]))
     copies = -(-n_templates // distinct)

@@ -41,7 +41,8 @@ def _build(args):
 
     path, m1, m2, multirate, *extra = args  # extra: spiir settings, e.g. {"subbands": True}
     cfg = load_bank_config(path)
-    spiir = {"multirate": multirate, **(extra[0] if extra else {})}
+    # the ladder unless told: the shipped BNS banks turn sub-bands on
+    spiir = {"multirate": multirate, "subbands": False, **(extra[0] if extra else {})}
     cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update=spiir)})
     return build_template(Template(m1, m2), cfg, design("aLIGO", cfg.sample_rate))
 
@@ -67,6 +68,7 @@ def bank_region(bank: str, distinct: int, templates: int, rng):
     path = BANKS[bank]
     masses = _masses(bank, distinct, rng)
     cfg = load_bank_config(path)
+    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"subbands": False})})
     return path, masses, cfg, int(cfg.sample_rate), design("aLIGO", cfg.sample_rate), -(-templates // distinct)
 
 

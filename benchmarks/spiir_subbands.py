@@ -52,7 +52,7 @@ def _template(args):
 
     path, m1, m2 = args
     cfg = load_bank_config(path)
-    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"multirate": False})})
+    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"multirate": False, "subbands": False})})
     psd = design("aLIGO", cfg.sample_rate)
     template = Template(m1, m2)
     built = build_template(template, cfg, psd)
@@ -119,6 +119,7 @@ def cpu_throughput(path: str, masses, copies: int, seconds: float, repeat: int =
     from gwbatch.waveforms import Template
 
     cfg = load_bank_config(path)
+    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"subbands": False})})  # the ladder
     psd = design("aLIGO", cfg.sample_rate)
     points = [Template(m1, m2) for m1, m2 in masses] * copies
     sub = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"subbands": True, "multirate_tolerance": 1.0})})

@@ -353,13 +353,17 @@ def test_the_rows_time_segments_and_their_scan_give_the_whole_recursion():
     gives the recursion of the whole series, as ``chan_iir<F, W, true>`` does from its ``init``."""
     from gwbatch.spiir import _cuda_subbands as K
 
-    for n_warps, n_pad in ((3, 10240), (580, 16384), (9000, 16384), (40, 2048), (40, 1000 * K.NB)):
-        segments, seg_len = K.segments_for(n_warps, n_pad)
+    for n_warps, f, n_pad in ((3, 1, 10240), (580, 1, 16384), (9000, 1, 16384), (40, 2, 2048), (40, 4, 1000 * K.NB)):
+        segments, seg_len = K.segments_for(n_warps, f, n_pad)
         assert seg_len % K.NB == 0 and (segments - 1) * seg_len < n_pad <= segments * seg_len
         assert segments == 1 or seg_len >= K.MIN_SEGMENT - K.NB
+    # cut only where it gains MIN_GAIN in parallelism: the H200's F = 1, W = 4 launch (580 warps) is
+    # cut into 15, its F = 2, W = 32 one (2336 warps) and F = 4, W = 32 one (1216) are not
+    assert K.segments_for(580, 1, 16384)[0] == 15
+    assert K.segments_for(2336, 2, 16384)[0] == 1 and K.segments_for(1216, 4, 16384)[0] == 1
     rng = np.random.default_rng(8)
     n_pad = 10240
-    segments, seg_len = K.segments_for(3, n_pad)
+    segments, seg_len = K.segments_for(3, 1, n_pad)
     assert segments == 10
     a = np.exp(-1 / rng.uniform(5, 400, 6) + 2j * np.pi * rng.uniform(-0.3, 0.3, 6))
     x = rng.standard_normal((6, n_pad)) + 1j * rng.standard_normal((6, n_pad))

@@ -24,10 +24,9 @@ ring of registers over the ten channel samples the outputs read.  Then
 on column ``r + 16``, added by one shuffle.  No shared memory and no barrier: each step is one
 channel sample, 16 outputs.
 
-Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): the
-previous form (rows unsegmented, the synthesis staged in shared memory) within 1.6e-6 of the peak of
-the float64 direct form, 16.7 ms against the octave ladder's 18.3 ms in the same run (rows 7.5 ms,
-synthesis 9.1 ms).  This form has not run on a GPU yet.
+Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): within
+1.6e-6 of the peak of the float64 direct form; 14.8 ms against the octave ladder's 18.1 ms in the
+same run (rows 7.3 ms, synthesis 7.5 ms; the shared-memory synthesis before it 9.0 ms).
 """
 
 from __future__ import annotations
@@ -381,16 +380,22 @@ PLANS_KEPT = 128
 _PLANS: OrderedDict = OrderedDict()
 
 
-#: Warps a layout's launch is given by cutting time into segments (chan_scan carries the states), and
-#: the shortest segment, in channel samples: a launch of few rows alone leaves the GPU mostly idle.
+#: Time segments pay only where a launch lacks parallelism: the segments run the recurrence twice
+#: (end states from zero, then from the true states).  A launch of ``n_warps`` warps of ``F`` filters
+#: a lane is cut when ``ROW_WARPS / (n_warps F)`` is at least ``MIN_GAIN``, into that many segments
+#: of at least ``MIN_SEGMENT`` channel samples.  On one H200 (BNS, benchmarks/RESULTS.md "Sub-band
+#: SPIIR"), segmenting every launch to 8192 warps made F = 1, W = 4/8 rows 2-2.7x faster and F = 2/4,
+#: W = 32 rows (4672-4864 filter-warps) 1.4-1.6x slower.
 ROW_WARPS = 8192
+MIN_GAIN = 4
 MIN_SEGMENT = 1024
 
 
-def segments_for(n_warps: int, n_pad: int, target: int = ROW_WARPS) -> tuple[int, int]:
-    """``(segments, seg_len)`` of a launch of ``n_warps`` over ``n_pad`` samples (``seg_len`` a
-    multiple of :data:`NB`)."""
-    segments = max(1, min(-(-target // max(1, n_warps)), n_pad // MIN_SEGMENT))
+def segments_for(n_warps: int, f: int, n_pad: int, target: int = ROW_WARPS) -> tuple[int, int]:
+    """``(segments, seg_len)`` of a launch of ``n_warps`` warps of ``f`` filters a lane over ``n_pad``
+    samples (``seg_len`` a multiple of :data:`NB`; one segment when cutting does not pay)."""
+    gain = -(-target // max(1, n_warps * f))
+    segments = max(1, min(gain, n_pad // MIN_SEGMENT)) if gain >= MIN_GAIN else 1
     seg_len = -(-(-(-n_pad // segments)) // NB) * NB
     return -(-n_pad // seg_len), seg_len
 
@@ -407,7 +412,7 @@ def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_v
     done = []
     for i, (f, w, a, b, d, chan, rows, n_slots) in enumerate(launches):
         n_warps = a.shape[0]
-        segments, seg_len = segments_for(n_warps, n_pad, target)
+        segments, seg_len = segments_for(n_warps, f, n_pad, target)
         stream = streams[i % len(streams)] if streams else current
         if streams:
             stream.wait_event(current.record())
