@@ -140,6 +140,7 @@ def main(argv=None):
         key = f"{launch[0]},{launch[1]}"
         layouts[key] = {"rows": int(launch[-1]),
                         "s": _gpu_median(partial(K.channel_rows_cuda, xc, plan, False, i), args.repeat)}
+    out["synthesis_launches"] = {str(r): int(which.size) for r, which in dp.synth_launches}
     del rows
     cupy.get_default_memory_pool().free_all_blocks()
     whole = _gpu_median(partial(S.filter_subbands, x, plan), args.repeat)

@@ -10,11 +10,13 @@ first-order complex recurrence ``y[k] = a y[k-1] + X[k - d]`` and the row's sum 
 shuffle butterfly of :mod:`gwbatch.spiir._cuda` (``fold`` / ``reduce``).  Input: the channels padded
 in front with zeros, as two copies shifted by one sample read as ``float4`` (two complex samples),
 so any delay is aligned.  A layout's launch may hold too few warps to fill the GPU, so each runs on
-its own stream, in time segments: ``chan_iir<F, W, false>`` makes each segment's end states from
+its own stream, and one with few warps in time segments (:func:`segments_for`): ``chan_iir<F, W, false>`` makes each segment's end states from
 zero, ``chan_scan`` carries them across the segments (float64), and ``chan_iir<F, W, true>`` runs
 every segment from its true state (the ladder's scan, :mod:`gwbatch.spiir._cuda`).
 
-``synthesize``: a warp per template and time segment of ``SYNTH_SEGMENT`` channel samples.  Lane
+``synthesize<R>``: a warp per template and time segment of ``SYNTH_SEGMENT`` channel samples, one
+launch per row count ``R`` of :data:`SYNTH_ROWS` (the templates with at most ``R`` rows of either
+parity; every step sums ``R``, so its loop unrolls and its loads are issued ahead).  Lane
 ``q`` of half ``h`` sums the template's rows of channel parity ``h`` for column ``q``:
 ``E[q] = sum_{c even} W_c[j] e^{2 pi i c q / 32}``, ``O[q] = (-1)^j sum_{c odd} ...``; one shuffle
 across the halves gives ``U[j, q] = E + O`` (half 0) and ``U[j, q + 16] = E - O`` (half 1), kept in a
@@ -25,8 +27,8 @@ on column ``r + 16``, added by one shuffle.  No shared memory and no barrier: ea
 channel sample, 16 outputs.
 
 Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): within
-1.6e-6 of the peak of the float64 direct form; 14.8 ms against the octave ladder's 18.1 ms in the
-same run (rows 7.3 ms, synthesis 7.5 ms; the shared-memory synthesis before it 9.0 ms).
+1.6e-6 of the peak of the float64 direct form; 10.1 ms against the octave ladder's 18.1 ms in the
+same run (rows 7.4 ms, synthesis 2.8 ms).
 """
 
 from __future__ import annotations
@@ -164,31 +166,33 @@ __global__ void chan_scan(const float2* __restrict__ a, const float2* __restrict
 // ten low-rate samples its outputs read; each step makes U one sample further (the half's DFT
 // part, shuffled across the halves) and gives 16 top-rate outputs.  rows_of / chan_of:
 // (T, 2, MAX_PER_PARITY), the template's channel rows of each parity, valid ones first (-1 after),
-// and their channels (0..31); taps g[0..160].
+// and their channels (0..31); taps g[0..160].  The templates ``which[blockIdx.y]`` have at most R
+// rows of either parity, and every step sums R rows (empty ones weighted 0) in a loop the compiler
+// unrolls, so the steps' loads are issued ahead (a loop stopping at each template's count was 2.6x
+// slower on an H200).
+template <int R>
 __global__ void __launch_bounds__(SYNTH_THREADS)
 synthesize(const float2* __restrict__ w, const long long w_stride, const long long n_low,
            const int* __restrict__ rows_of, const int* __restrict__ chan_of, const float* __restrict__ taps,
-           float2* __restrict__ z, const long long z_stride, const long long n_out, const long long seg_len)
+           float2* __restrict__ z, const long long z_stride, const long long n_out, const long long seg_len,
+           const int* __restrict__ which)
 {
     const int lane = threadIdx.x & 31, half = lane >> 4, q = lane & 15;
-    const int t = blockIdx.y;
+    const int t = which[blockIdx.y];
     const long long seg0 = ((long long)blockIdx.x * (SYNTH_THREADS / 32) + (threadIdx.x >> 5)) * seg_len;
     if (seg0 >= n_low) return;
     const long long seg1 = min(n_low, seg0 + seg_len);
-    const float2* src[MAX_PER_PARITY];
-    float twr[MAX_PER_PARITY], twi[MAX_PER_PARITY];
-    int n_mine = 0;
+    const float2* src[R];
+    float twr[R], twi[R];
 #pragma unroll
-    for (int u = 0; u < MAX_PER_PARITY; ++u) {
+    for (int u = 0; u < R; ++u) {
         const int base = (t * 2 + half) * MAX_PER_PARITY + u;
         const int r = rows_of[base];
-        n_mine += r >= 0;
         src[u] = w + (long long)(r >= 0 ? r : 0) * w_stride;  // an empty slot reads row 0, weighted 0
         float s = 0.0f, co = 0.0f;
         if (r >= 0) sincospif((float)((chan_of[base] * q) & 31) / 16.0f, &s, &co);  // e^{2 pi i c q / 32}
         twr[u] = co; twi[u] = s;
     }
-    const int n_rows = max(n_mine, __shfl_xor_sync(FULL, n_mine, 16));  // the same for the whole warp
     // Output n reads U[n - m] with m = 2 i - 4 - h (i < 5): half 0 the ring's U[n + 4 - 2 i], half 1
     // U[n + 5 - 2 i].  Half 1 keeps U[j] one slot lower than half 0, so both read slot
     // (s + 8 - 2 i) mod 10 at step s of a round of ten, and the slots are known at compile time.
@@ -210,12 +214,10 @@ synthesize(const float2* __restrict__ w, const long long w_stride, const long lo
             float er = 0.0f, ei = 0.0f, fr = 0.0f, fi = 0.0f;
             if (j >= 0 && j < n_low) {
 #pragma unroll
-                for (int u = 0; u < MAX_PER_PARITY; u += 2) {
-                    if (u >= n_rows) break;
+                for (int u = 0; u < R; u += 2) {
                     const float2 v = __ldg(src[u] + j);
                     er = fmaf(v.x, twr[u], fmaf(-v.y, twi[u], er));
                     ei = fmaf(v.x, twi[u], fmaf(v.y, twr[u], ei));
-                    if (u + 1 >= n_rows) break;
                     const float2 v1 = __ldg(src[u + 1] + j);
                     fr = fmaf(v1.x, twr[u + 1], fmaf(-v1.y, twi[u + 1], fr));
                     fi = fmaf(v1.x, twi[u + 1], fmaf(v1.y, twr[u + 1], fi));
@@ -278,8 +280,17 @@ def chan_name(f: int, w: int, out: bool = True) -> str:
     return f"chan_iir<{f}, {w}, {'true' if out else 'false'}>"
 
 
+#: The synthesis's row counts (per parity, even) a launch is compiled for: each template goes to
+#: the smallest that holds its rows.
+SYNTH_ROWS = (2, 4, 6, 8, MAX_PER_PARITY)
+
+
+def synth_name(r: int) -> str:
+    return f"synthesize<{r}>"
+
+
 NAME_EXPRESSIONS = (tuple(chan_name(f, w, o) for f, w in LAYOUTS for o in (True, False))
-                    + ("chan_scan", "synthesize", "channelize"))
+                    + ("chan_scan", "channelize") + tuple(synth_name(r) for r in SYNTH_ROWS))
 
 
 def source() -> str:
@@ -324,7 +335,8 @@ def layout_for(count: int) -> tuple[int, int]:
 @dataclass(frozen=True)
 class DevicePlan:
     """A :class:`~gwbatch.spiir.subbands.ChannelPlan` on the device: one launch per layout
-    ``(F, W, a, b, d, channel, rows, n_slots)``, the synthesis tables and the taps."""
+    ``(F, W, a, b, d, channel, rows, n_slots)``, the synthesis tables, its launches ``(R, which)``
+    (the templates by :data:`SYNTH_ROWS`) and the taps."""
 
     launches: tuple
     rows_of: object
@@ -333,6 +345,7 @@ class DevicePlan:
     pad: int
     n_rows: int
     streams: tuple
+    synth_launches: tuple
 
 
 def device_plan(plan) -> DevicePlan:
@@ -365,9 +378,13 @@ def device_plan(plan) -> DevicePlan:
     rows_of[:, :, :per] = plan.rows_of
     chan_of = np.where(rows_of >= 0, plan.row_channels[np.maximum(rows_of, 0)], 0)
     pad = int(max(int(r.d.max()) for r in plan.rows)) + NB
+    counts = (rows_of >= 0).sum(axis=2).max(axis=1)
+    bucket = np.searchsorted(np.asarray(SYNTH_ROWS), counts)  # the smallest R >= the template's count
+    synth = tuple((SYNTH_ROWS[k], cupy.asarray(np.flatnonzero(bucket == k).astype(np.int32)))
+                  for k in np.unique(bucket))
     dp = DevicePlan(tuple(launches), cupy.asarray(rows_of), cupy.asarray(chan_of.astype(np.int32)),
                     cupy.asarray((DECIMATION * prototype()).astype(np.float32)), pad, len(plan.rows),
-                    tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches))
+                    tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches), synth)
     _PLANS[id(plan)] = (plan, dp)  # the plan is kept with its arrays, so its id is not reused meanwhile
     while len(_PLANS) > PLANS_KEPT:
         _PLANS.popitem(last=False)
@@ -394,10 +411,14 @@ MIN_SEGMENT = 1024
 def segments_for(n_warps: int, f: int, n_pad: int, target: int = ROW_WARPS) -> tuple[int, int]:
     """``(segments, seg_len)`` of a launch of ``n_warps`` warps of ``f`` filters a lane over ``n_pad``
     samples (``seg_len`` a multiple of :data:`NB`; one segment when cutting does not pay)."""
-    gain = -(-target // max(1, n_warps * f))
+    gain = _ceil_div(target, max(1, n_warps * f))
     segments = max(1, min(gain, n_pad // MIN_SEGMENT)) if gain >= MIN_GAIN else 1
-    seg_len = -(-(-(-n_pad // segments)) // NB) * NB
-    return -(-n_pad // seg_len), seg_len
+    seg_len = _ceil_div(_ceil_div(n_pad, segments), NB) * NB
+    return _ceil_div(n_pad, seg_len), seg_len
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_valid: int, streams=None,
@@ -437,16 +458,18 @@ def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_v
         current.wait_event(event)
 
 
-def run_synthesis(w, n_low: int, rows_of, chan_of, taps, z, n_out: int, segment: int = SYNTH_SEGMENT) -> None:
+def run_synthesis(w, n_low: int, dp: DevicePlan, z, n_out: int, segment: int = SYNTH_SEGMENT) -> None:
+    """``synthesize<R>`` of every launch ``(R, which)`` of ``dp``."""
     import cupy
 
-    n_templates = rows_of.shape[0]
     per_block = SYNTH_THREADS // 32
     segments = -(-n_low // segment)
-    _module().get_function("synthesize")(
-        (-(-segments // per_block), n_templates), (SYNTH_THREADS,),
-        (w, cupy.int64(w.shape[1]), cupy.int64(n_low), rows_of, chan_of, taps, z, cupy.int64(z.shape[1]),
-         cupy.int64(n_out), cupy.int64(segment)))
+    mod = _module()
+    for r, which in dp.synth_launches:
+        mod.get_function(synth_name(r))(
+            (-(-segments // per_block), which.size), (SYNTH_THREADS,),
+            (w, cupy.int64(w.shape[1]), cupy.int64(n_low), dp.rows_of, dp.chan_of, dp.taps, z,
+             cupy.int64(z.shape[1]), cupy.int64(n_out), cupy.int64(segment), which))
 
 
 @functools.lru_cache(maxsize=64)
@@ -496,7 +519,7 @@ def synthesize_cuda(rows, plan, n_low: int, n_out: int, segment: int = SYNTH_SEG
 
     dp = device_plan(plan)
     z = cupy.empty((plan.n_templates, n_out), dtype=cupy.complex64)
-    run_synthesis(rows, n_low, dp.rows_of, dp.chan_of, dp.taps, z, n_out, segment)
+    run_synthesis(rows, n_low, dp, z, n_out, segment)
     return z
 
 
