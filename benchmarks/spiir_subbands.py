@@ -20,6 +20,7 @@ headroom.  This study asks whether another decomposition of the band needs fewer
     python benchmarks/spiir_subbands.py --bank bns --templates 24 --json bns-subbands.json
     python benchmarks/spiir_subbands.py --bank bbh --templates 24 --json bbh-subbands.json
     python benchmarks/spiir_subbands.py --bank bns --templates 16 --copies 4 --throughput 64   # the CPU twins
+    python benchmarks/spiir_subbands.py --bank bbh --templates 64 --as-built   # as the bank builds them
 """
 
 from __future__ import annotations
@@ -141,6 +142,34 @@ def cpu_throughput(path: str, masses, copies: int, seconds: float, repeat: int =
     return out
 
 
+def _built(args):
+    """One template as a bank with ``spiir.subbands`` builds it (the refit included), at ``tolerance``
+    (None: the bank's own): ``(overlap_single, overlap, in sub-bands)``."""
+    from gwbatch.conditioning.psd import design
+    from gwbatch.config import load_bank_config
+    from gwbatch.spiir.bank import build_template
+    from gwbatch.waveforms import Template
+
+    path, m1, m2, tolerance = args
+    cfg = load_bank_config(path)
+    spiir = {"subbands": True, **({} if tolerance is None else {"multirate_tolerance": tolerance})}
+    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update=spiir)})
+    bt = build_template(Template(m1, m2), cfg, design("aLIGO", cfg.sample_rate))
+    return float(bt.overlap_single), float(bt.overlap), bool(bt.subband)
+
+
+def as_built(path: str, masses, workers: int) -> dict:
+    """The templates built as the bank builds them with ``spiir.subbands``: how many run in sub-bands
+    at the bank's tolerance, and the loss against single-rate with every template in sub-bands."""
+    with ProcessPoolExecutor(workers) as pool:
+        own = np.array(list(pool.map(_built, [(path, m1, m2, None) for m1, m2 in masses])))
+        every = np.array(list(pool.map(_built, [(path, m1, m2, 1.0) for m1, m2 in masses])))
+    loss = every[:, 0] - every[:, 1]
+    return {"templates": len(masses), "in_subbands_at_the_banks_tolerance": int(own[:, 2].sum()),
+            "all_in_subbands": {"overlap_median": float(np.median(every[:, 1])), "overlap_min": float(every[:, 1].min()),
+                                "loss_median": float(np.median(loss)), "loss_max": float(loss.max())}}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bank", choices=sorted(BANKS), default="bns")
@@ -150,12 +179,20 @@ def main(argv=None) -> int:
     p.add_argument("--throughput", type=float, metavar="SECONDS",
                    help="instead: time both CPU twins over SECONDS of noise (--templates built, --copies each)")
     p.add_argument("--copies", type=int, default=4)
+    p.add_argument("--as-built", action="store_true",
+                   help="instead: the templates as a bank with spiir.subbands builds them (refit included)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     root = Path(__file__).resolve().parent.parent
     masses = _masses(args.bank, args.templates, np.random.default_rng(args.seed))
     if args.throughput:
         result = cpu_throughput(str(root / BANKS[args.bank]), masses, args.copies, args.throughput)
+        print(json.dumps(result, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1))
+        return 0
+    if args.as_built:
+        result = as_built(str(root / BANKS[args.bank]), masses, args.workers)
         print(json.dumps(result, indent=1))
         if args.json:
             args.json.write_text(json.dumps(result, indent=1))

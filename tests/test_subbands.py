@@ -1,4 +1,4 @@
-"""Sub-band SPIIR (gwbatch.spiir.subbands, experimental): the numba twin against the float64 direct
+"""Sub-band SPIIR (gwbatch.spiir.subbands): the numba twin against the float64 direct
 forms, the DFT synthesis against its definition, the decomposition's overlap, and the CUDA kernels
 against the twin on a GPU."""
 
@@ -139,14 +139,19 @@ def subband_bank():
     psd = design("aLIGO", FS)
     points = [Template(1.9, 1.7), Template(1.5, 1.3), Template(1.3, 1.2), Template(2.0, 1.9)]
     built = [build_template(t, cfg, psd) for t in points]
-    return pack(built, cfg, psd, points), built
+    # a mixed bank: the first template as a bank without sub-bands builds it (the ladder)
+    ladder = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update={"subbands": False})})
+    mixed = [build_template(points[0], ladder, psd), *built[1:]]
+    return pack(mixed, cfg, psd, points), built
 
 
 def test_a_bank_runs_in_sub_bands_the_templates_they_keep(subband_bank):
     """spiir.subbands: a template whose sub-band response keeps its single-rate overlap within
-    multirate_tolerance (0.001) runs in channels, at 1/16 of the rate; the others stay on the ladder
-    (here 1.9 + 1.7 Msun, which loses 0.0011).  The summary says how many templates are in sub-bands."""
+    multirate_tolerance (0.001) runs in channels, at 1/16 of the rate, the others on the ladder.  With
+    the short-lived filters refitted every one of these four keeps it (and gains); the bank packs the
+    first as built without sub-bands, so it is mixed.  The summary says how many are in sub-bands."""
     bank, built = subband_bank
+    assert all(bt.subband for bt in built)
     assert bank.subband.tolist() == [False, True, True, True]
     for bt in built:
         assert bt.overlap >= bt.overlap_single - 0.001
@@ -203,6 +208,47 @@ def test_chunks_of_one_stream_agree_where_both_are_warm(subband_bank):
         assert np.abs(ya - yb).max() <= 1e-4 * np.abs(ya).max(), t
     for rows, part in bank.parts:
         assert np.array_equal(filter_templates(x[a0:], part, origin=a0), za[rows])
+
+
+def test_refitting_the_short_lived_filters_recovers_the_overlap(monkeypatch):
+    """1.9 + 1.7 Msun (bns.yaml): moved to the channels as they are, its filters lose more than the
+    bank's tolerance (0.001) of the single-rate overlap and the template stays on the ladder; with the
+    amplitudes of the filters decaying within REFIT_DECAY samples fitted again through the channels it
+    runs in sub-bands at an overlap above the single-rate one.  Only those filters' b change, within a
+    few times the largest amplitude (the ridge), and the
+    refit's response (by linearity) is the channels' response of the new filters (within 2e-6 of
+    the peak)."""
+    from gwbatch.spiir import bank as B
+
+    cfg = load_bank_config(ROOT / "configs/banks/bns.yaml")
+    psd = design("aLIGO", FS)
+    t = Template(1.9, 1.7)
+    refitted = build_template(t, cfg, psd)
+    assert refitted.subband and refitted.overlap > refitted.overlap_single
+    monkeypatch.setattr(S, "refit_short_filters", lambda *args: None)
+    as_they_are = build_template(t, cfg, psd)
+    assert not as_they_are.subband  # on the ladder: the channels lost more than 0.001
+    monkeypatch.undo()
+
+    seen = {}
+    original = S.refit_short_filters
+
+    def spy(a, b, d, fs, start, response, first, lag, target):
+        out = original(a, b, d, fs, start, response, first, lag, target)
+        seen.update(a=np.asarray(a), b=np.asarray(b), d=np.asarray(d), start=start, first=first, out=out)
+        return out
+
+    monkeypatch.setattr(S, "refit_short_filters", spy)
+    B.build_template(t, cfg, psd)
+    b_new, response = seen["out"]
+    short = -1.0 / np.log(np.abs(seen["a"])) < S.REFIT_DECAY
+    assert 0 < short.sum() < short.size / 4
+    assert np.array_equal(b_new[~short], seen["b"][~short]) and not np.allclose(b_new[short], seen["b"][short])
+    assert np.abs(b_new).max() <= 8 * np.abs(seen["b"]).max()  # the ridge keeps amplitudes float32 can hold
+    direct, first = S.impulse_response(seen["a"], b_new, seen["d"], FS, seen["start"])
+    assert first == seen["first"] and direct.size == response.size
+    # 5e-7 of the peak: the responses' rounding, summed in another order
+    assert np.abs(direct - response).max() <= 2e-6 * np.abs(direct).max()
 
 
 def test_sub_bands_need_the_multirate_setting():

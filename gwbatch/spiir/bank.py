@@ -135,18 +135,28 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
 def _subbands(filt, target: Target, cfg: BankConfig):
     """The template's filters in sub-band channels (:mod:`gwbatch.spiir.subbands`) when their response
     keeps the single-rate overlap within ``spiir.multirate_tolerance``: ``(a, b, d, channel, overlap,
-    latency, autocorrelation)`` at the channel rate, normalised on that response; else None."""
+    latency, autocorrelation)`` at the channel rate, normalised on that response; else None.  The
+    short-lived filters' amplitudes are fitted again through the channels
+    (:func:`gwbatch.spiir.subbands.refit_short_filters`) where that raises the overlap."""
     sp = cfg.spiir
     a, b, d, channel = subbands.move_template(filt.a, filt.b, filt.d, cfg.sample_rate)
     if subbands.plan_of([(a, b, d, channel)]).rows_of.shape[2] > subbands.MAX_ROWS_PER_PARITY:
         return None  # more channel rows than the synthesis kernel holds: the ladder
     start = subbands.IMPULSE_AT
     response, first = subbands.impulse_response(filt.a, filt.b, filt.d, cfg.sample_rate, start)
-    energy = np.sum(np.abs(response) ** 2)
-    b = b * np.sqrt(2.0 / energy)
-    ov, lag, autocorr = target.match(response, lead=start - first, lags=sp.autocorrelation_lags, energy=energy)
+    ov, lag, autocorr = target.match(response, lead=start - first, lags=sp.autocorrelation_lags)
+    # response[n + lag + start - first] ~ target[n] (the match's lag counts from the impulse)
+    refit = subbands.refit_short_filters(filt.a, filt.b, filt.d, cfg.sample_rate, start, response, first,
+                                         lag + start - first, target.values)
+    if refit is not None:  # the short-lived filters' amplitudes fitted again through the channels
+        b_new, response_new = refit
+        ov_new, lag_new, autocorr_new = target.match(response_new, lead=start - first, lags=sp.autocorrelation_lags)
+        if ov_new > ov:
+            a, b, d, channel = subbands.move_template(filt.a, b_new, filt.d, cfg.sample_rate)
+            response, ov, lag, autocorr = response_new, ov_new, lag_new, autocorr_new
     if ov < filt.overlap - sp.multirate_tolerance:
         return None
+    b = b * np.sqrt(2.0 / np.sum(np.abs(response) ** 2))
     return a, b, d, channel, ov, target.values.size - 1 + lag, autocorr
 
 
@@ -393,6 +403,8 @@ def construction_key(cfg: BankConfig, templates: list[Template]) -> str:
             del config[section][key]
     blob = (f"construction {CONSTRUCTION_VERSION}".encode() + json.dumps(config, sort_keys=True).encode()
             + points.tobytes())
+    if cfg.spiir.subbands:  # sub-band templates' construction has its own version
+        blob += f"subbands {subbands.CONSTRUCTION_VERSION}".encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 

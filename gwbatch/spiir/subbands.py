@@ -5,10 +5,11 @@ The octave ladder (:mod:`gwbatch.spiir.multirate`) runs a filter at the lowest r
 Nyquist frequency holds it.  Here the band is cut into ``C = 2 D`` complex channels ``S = R / C``
 apart (2x oversampled: each channel at rate ``R / D = 2 S``) and a filter runs in the channel nearest
 its frequency, ``c = round(f / S)``, at ``1 / D`` of the rate whatever its frequency.
-``benchmarks/spiir_subbands.py`` measures what that costs in overlap: ``D = 16`` keeps every BNS
-template of ``bns.yaml``'s region within 0.0015 of its single-rate overlap at 21.8 updates per
-top-rate sample against the ladder's 53; BBH templates lose more (their merger filters decay within
-a few channel samples), so they stay on the ladder.  A bank with ``spiir.subbands`` runs in channels
+``benchmarks/spiir_subbands.py`` measures what that costs in overlap: at ``D = 16`` a filter that
+decays within a few channel samples (a merger's) comes out distorted, so the amplitudes of those
+filters are fitted again through the channels (:func:`refit_short_filters`); every template of
+``bns.yaml``'s and ``bbh.yaml``'s benchmark regions then keeps (and exceeds) its single-rate overlap,
+at 1/16 of the single-rate updates (BNS: 22 per top-rate sample against the ladder's 53).  A bank with ``spiir.subbands`` runs in channels
 each template whose response there keeps its single-rate overlap within ``spiir.multirate_tolerance``
 (:func:`gwbatch.spiir.bank.build_template`), the others on the ladder; both backends run the bank's
 parts apart (:func:`gwbatch.spiir.filtering.filter_templates`).  The channels assume a rate of
@@ -406,6 +407,85 @@ def synthesis_reference(rows, channels, n_out: int) -> np.ndarray:
         y = upfirdn(DECIMATION * p, np.asarray(row, np.complex128), DECIMATION)[half: half + n_out]
         z[: y.size] += y * np.exp(1j * np.pi * c / DECIMATION * t[: y.size])
     return z
+
+
+#: Sub-band construction (in a bank's cache key when ``spiir.subbands`` is on): 1, each filter moved
+#: to its channel as it is; 2, the short-lived filters' amplitudes then fitted again through the
+#: channels (:func:`refit_short_filters`).
+CONSTRUCTION_VERSION = 2
+#: Filters decaying by ``e`` within this many top-rate samples (8 channel samples) are refitted: their
+#: spectra are wider than a channel, so their responses there are distorted.
+REFIT_DECAY = 8 * DECIMATION
+#: The refit's ridge, relative to the mean energy of the refitted filters' responses, and the most
+#: the largest amplitude may grow (beyond it the template is left as it is): float32 filters cannot
+#: hold amplitudes that cancel.  Measured growth with this ridge: BBH median 1.3x (largest 1.8x),
+#: BNS 1.9x (4.5x); without a ridge, 1e9x.
+REFIT_RIDGE = 1e-2
+REFIT_GROWTH = 16.0
+
+
+def refit_short_filters(a, b, d, sample_rate: float, start: int, response, first: int, lag: int, target):
+    """The amplitudes ``b`` with those of the short-lived filters (decay under :data:`REFIT_DECAY`
+    samples) fitted by least squares so that the template's response in channels best matches
+    ``target`` (the ideal response, aligned as ``response[n + lag] ~ target[n]``), the others kept:
+    ``(b, response)``, the response by linearity; None when no filter is short-lived.
+
+    A filter whose spectrum is wider than its channel comes out of the channels distorted (its
+    response is sampled at the channel rate, its spectrum cut by the channel FIR).  The distortion is
+    linear in ``b``, so fitting those filters' amplitudes through the channels (each filter's own
+    response there, :func:`impulse_response`) recovers the overlap the single-rate least squares had
+    (ALGORITHMS.md section 2, item 6, applied to the responses in channels).  BBH templates lost
+    up to 0.006 of overlap without it (RESULTS.md, "Sub-band SPIIR")."""
+    a = np.asarray(a, np.complex128)
+    b = np.asarray(b, np.complex128)
+    d = np.asarray(d, np.int64)
+    free = np.flatnonzero(-1.0 / np.log(np.maximum(np.abs(a), 1e-300)) < REFIT_DECAY)
+    if free.size == 0:
+        return None
+    # each short-lived filter's response in the channels, on the template response's samples,
+    # trimmed to where it is not zero (the columns of the least squares, each short)
+    columns = []
+    for i in free:
+        r, f = impulse_response(a[i: i + 1], np.ones(1), d[i: i + 1], sample_rate, start)
+        nonzero = np.flatnonzero(r)
+        if nonzero.size == 0:
+            return None
+        lo, hi = f - first + int(nonzero[0]), f - first + int(nonzero[-1]) + 1
+        if lo < 0 or hi > response.size:
+            return None  # a filter's response outside the template's: leave the template as it is
+        columns.append((lo, r[nonzero[0]: nonzero[-1] + 1]))
+    # the residual now: the target (aligned, scaled as the response matches it) less the response
+    t = np.asarray(target, np.complex128)
+    span = np.arange(max(0, -lag), min(t.size, response.size - lag))
+    scale = np.vdot(t[span], response[span + lag]) / np.vdot(t, t)
+    aligned = np.zeros(response.size, np.complex128)
+    aligned[span + lag] = scale * t[span]
+    residual = aligned - response
+    # normal equations with a ridge toward the amplitudes as they are (the columns' supports overlap
+    # only near each other): short-lived filters' responses in the channels are nearly collinear,
+    # and an unregularised fit cancels amplitudes of 1e7 that float32 filtering cannot hold
+    k = len(columns)
+    gram = np.zeros((k, k), np.complex128)
+    rhs = np.empty(k, np.complex128)
+    for p, (lo_p, c_p) in enumerate(columns):
+        rhs[p] = np.vdot(c_p, residual[lo_p: lo_p + c_p.size])
+        for q in range(p, k):
+            lo_q, c_q = columns[q]
+            lo, hi = max(lo_p, lo_q), min(lo_p + c_p.size, lo_q + c_q.size)
+            if lo < hi:
+                gram[p, q] = np.vdot(c_p[lo - lo_p: hi - lo_p], c_q[lo - lo_q: hi - lo_q])
+                gram[q, p] = np.conj(gram[p, q])
+    ridge = REFIT_RIDGE * np.trace(gram).real / k
+    step = np.linalg.solve(gram + ridge * np.eye(k), rhs)
+    fitted = b[free] + step
+    if np.abs(fitted).max() > REFIT_GROWTH * np.abs(b).max():
+        return None
+    out = b.copy()
+    out[free] = fitted
+    refitted = response.copy()
+    for (lo, c), s_k in zip(columns, step):
+        refitted[lo: lo + c.size] += s_k * c
+    return out, refitted
 
 
 def impulse_response(a, b, d, sample_rate: float, start: int, decimation: int = DECIMATION,
