@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.spiir_multirate import BANKS, _masses  # noqa: E402
+from benchmarks.spiir_multirate import BANKS, _build, _masses  # noqa: E402
 
 #: Channel layouts tried: (decimation D, taps per phase K, Kaiser beta).
 CHANNELS = ((32, 10, 6.0), (32, 16, 8.0), (16, 10, 6.0), (8, 10, 6.0))
@@ -142,31 +142,17 @@ def cpu_throughput(path: str, masses, copies: int, seconds: float, repeat: int =
     return out
 
 
-def _built(args):
-    """One template as a bank with ``spiir.subbands`` builds it (the refit included), at ``tolerance``
-    (None: the bank's own): ``(overlap_single, overlap, in sub-bands)``."""
-    from gwbatch.conditioning.psd import design
-    from gwbatch.config import load_bank_config
-    from gwbatch.spiir.bank import build_template
-    from gwbatch.waveforms import Template
-
-    path, m1, m2, tolerance = args
-    cfg = load_bank_config(path)
-    spiir = {"subbands": True, **({} if tolerance is None else {"multirate_tolerance": tolerance})}
-    cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update=spiir)})
-    bt = build_template(Template(m1, m2), cfg, design("aLIGO", cfg.sample_rate))
-    return float(bt.overlap_single), float(bt.overlap), bool(bt.subband)
-
-
 def as_built(path: str, masses, workers: int) -> dict:
     """The templates built as the bank builds them with ``spiir.subbands``: how many run in sub-bands
     at the bank's tolerance, and the loss against single-rate with every template in sub-bands."""
     with ProcessPoolExecutor(workers) as pool:
-        own = np.array(list(pool.map(_built, [(path, m1, m2, None) for m1, m2 in masses])))
-        every = np.array(list(pool.map(_built, [(path, m1, m2, 1.0) for m1, m2 in masses])))
-    loss = every[:, 0] - every[:, 1]
-    return {"templates": len(masses), "in_subbands_at_the_banks_tolerance": int(own[:, 2].sum()),
-            "all_in_subbands": {"overlap_median": float(np.median(every[:, 1])), "overlap_min": float(every[:, 1].min()),
+        own = list(pool.map(_build, [(path, m1, m2, True, {"subbands": True}) for m1, m2 in masses]))
+        every = list(pool.map(_build, [(path, m1, m2, True, {"subbands": True, "multirate_tolerance": 1.0})
+                                       for m1, m2 in masses]))
+    overlap = np.array([bt.overlap for bt in every])
+    loss = np.array([bt.overlap_single for bt in every]) - overlap
+    return {"templates": len(masses), "in_subbands_at_the_banks_tolerance": sum(bool(bt.subband) for bt in own),
+            "all_in_subbands": {"overlap_median": float(np.median(overlap)), "overlap_min": float(overlap.min()),
                                 "loss_median": float(np.median(loss)), "loss_max": float(loss.max())}}
 
 
