@@ -139,8 +139,8 @@ def main(argv=None):
                                                                     segment), args.repeat)
     layouts = {}
     for i, launch in enumerate(dp.launches):
-        key = f"{launch[0]},{launch[1]}"
-        layouts[key] = {"rows": int(launch[-1]),
+        key = f"{launch.f},{launch.w}" + (f",ring{launch.ring.size}" if launch.ring else "")
+        layouts[key] = {"rows": launch.n_slots,
                         "s": _gpu_median(partial(K.channel_rows_cuda, xc, plan, False, i), args.repeat)}
     out["synthesis_launches"] = {str(r): int(which.size) for r, which in dp.synth_launches}
     del rows

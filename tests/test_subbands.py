@@ -126,6 +126,44 @@ def test_kernels_equal_the_twin(templates):
     assert (np.abs(z - twin) <= 1e-4 * peak).all()
 
 
+@pytest.mark.gpu
+def test_wide_rows_through_the_ring_equal_the_direct_loads(templates):
+    """``chan_ring`` (wide rows, input from a shared-memory ring, filters reordered) equals
+    ``chan_iir`` on the same rows within 1e-5 of the peak, with and without time segments."""
+    cupy = pytest.importorskip("cupy")
+    from gwbatch.spiir import _cuda_subbands as K
+
+    x = np.random.default_rng(9).standard_normal(int(40 * FS)).astype(np.float32)
+    plan = S.channel_plan([(bt.a, bt.b, bt.d) for bt, _ in templates] * 3, FS)
+    xc = S.channelize(cupy.asarray(x), plan.channels)
+    assert any(launch.ring is not None for launch in K.device_plan(plan, True).launches)
+    direct = K.channel_rows_cuda(xc, plan, ring=False)
+    peak = float(cupy.abs(direct).max())
+    for target in (K.ROW_WARPS, 1 << 20):  # the second cuts every launch into segments
+        ring = K.channel_rows_cuda(xc, plan, target=target, ring=True)
+        assert float(cupy.abs(ring - direct).max()) <= 1e-5 * peak
+
+
+def test_ring_order_puts_distinct_residues_in_each_half_warp():
+    """``ring_order``: every filter in one slot with its delay; each half-warp group of 16 slots has
+    at most ``ceil(c / groups)`` delays of one residue modulo 16 (``c`` the filters of that residue:
+    the least possible), and empty slots lie within 15 of the least delay."""
+    from gwbatch.spiir import _cuda_subbands as K
+
+    rng = np.random.default_rng(4)
+    for f, n in ((1, 32), (1, 17), (2, 60), (4, 128), (4, 70), (8, 256)):
+        d = np.sort(rng.integers(3, 5000, n))
+        order, delay = K.ring_order(d, f)
+        used = order >= 0
+        assert sorted(order[used].tolist()) == list(range(n))
+        assert np.array_equal(delay[used], d[order[used]])
+        assert np.all((delay[~used] >= d.min()) & (delay[~used] <= d.min() + 15))
+        bound = max(-(-c // (2 * f)) for c in np.bincount(d % 16, minlength=16))
+        for g in range(2 * f):
+            base = (g // 2) * 32 + (g % 2) * 16
+            assert np.bincount(delay[base: base + 16] % 16, minlength=16).max() <= max(bound, 1)
+
+
 # ------------------------------------------------------------------------------------------------
 # Sub-band templates in a bank (spiir.subbands)
 

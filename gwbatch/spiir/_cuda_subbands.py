@@ -1,8 +1,9 @@
 """CUDA sub-band SPIIR: filters run in complex channels of a DFT filter bank.
 
 What it computes is :mod:`gwbatch.spiir.subbands` (CPU twin: :func:`gwbatch.spiir.subbands.filter_subbands`):
-``channelize`` cuts the whitened series into its channels; ``chan_iir<F, W>`` runs every channel row
-(a template's filters of one channel); ``synthesize`` takes each template's rows back to the top rate.
+``channelize`` cuts the whitened series into its channels; ``chan_iir<F, W>`` and ``chan_ring<F>``
+run every channel row (a template's filters of one channel); ``synthesize`` takes each template's
+rows back to the top rate.
 
 ``chan_iir<F, W>``: ``W`` lanes per row (``32 / W`` rows per warp), ``F`` filters per lane, the
 first-order complex recurrence ``y[k] = a y[k-1] + X[k - d]`` and the row's sum ``sum_f b_f y_f[k]``
@@ -13,6 +14,15 @@ so any delay is aligned.  A layout's launch may hold too few warps to fill the G
 its own stream, and one with few warps in time segments (:func:`segments_for`): ``chan_iir<F, W, false>`` makes each segment's end states from
 zero, ``chan_scan`` carries them across the segments (float64), and ``chan_iir<F, W, true>`` runs
 every segment from its true state (the ladder's scan, :mod:`gwbatch.spiir._cuda`).
+
+``chan_ring<F>``: the wide rows (``W = 32``, a warp a row), whose lanes read one channel at delays
+up to thousands of samples apart, so that each of ``chan_iir``'s loads touches a cache line per lane
+(L1 throughput 87% for 33% of issue slots, ncu).  A block holds four rows of one channel and keeps
+the samples they read in a ring in shared memory (``RING`` >= their delays' span + 2 ``NB``); each
+block of samples adds ``NB`` to it in one coalesced load, and the lanes read their blocks from it,
+samples outer and filters inner.  Each row's filters are dealt to lanes so a half-warp's delays
+differ modulo 16 where they can (:func:`ring_order`: distinct banks).  Same arithmetic as
+``chan_iir<F, 32>``, filters summed in another order (within 2e-7 of the peak of its output).
 
 ``synthesize<R>``: a warp per template and time segment of ``SYNTH_SEGMENT`` channel samples, one
 launch per row count ``R`` of :data:`SYNTH_ROWS` (the templates with at most ``R`` rows of either
@@ -27,8 +37,8 @@ on column ``r + 16``, added by one shuffle.  No shared memory and no barrier: ea
 channel sample, 16 outputs.
 
 Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): within
-1.6e-6 of the peak of the float64 direct form; 10.1 ms against the octave ladder's 18.1 ms in the
-same run (rows 7.4 ms, synthesis 2.8 ms).
+1.6e-6 of the peak of the float64 direct form; 9.09 ms against the octave ladder's 18.0 ms in the
+same run (rows 6.3 ms, of which chan_iir alone took 7.4; synthesis 2.7 ms).
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -127,6 +138,112 @@ chan_iir(const float4* __restrict__ xs, const long long plane, const long long r
                 if (k + j + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
                 __stwb(reinterpret_cast<float4*>(dst + k + j), v);
             }
+        }
+    }
+    if (end_state != nullptr) {
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+            const long long idx = (long long)warp * 32 * F + f * 32 + lane;
+            end_state[idx * n_seg + seg] = make_float2(yr[f], yi[f]);
+        }
+    }
+}
+
+// Wide channel rows (W = 32: a warp a row) with their input from a ring in shared memory.  The
+// lanes of a wide row read one channel at delays hundreds of samples apart, so each of their loads
+// from global memory touches a line per lane.  Here a block's warps are rows of one channel, and
+// the block keeps the samples they read, [k - dhi, k - dlo + NB) for block k of NB samples, in a
+// ring of RING (a power of two, at least dhi - dlo + 2 NB) complex samples and NB more (a copy of
+// the ring's first NB, so a lane's block is contiguous).  Each block of samples adds NB samples by
+// one coalesced load (the next block's, stored while the current one is read), and the lanes read
+// their blocks from shared memory; one barrier a block.  The host orders each row's filters so the
+// 16 lanes of each half-warp and register have distinct delays modulo 16 (distinct banks,
+// :func:`ring_order`).  The arithmetic is chan_iir<F, 32>'s.
+template <int F, bool OUT>
+__global__ void __launch_bounds__(128)
+chan_ring(const float2* __restrict__ xs, const long long row_len, const long long pad,
+          const long long n_pad, const long long seg_len, const float2* __restrict__ a,
+          const float2* __restrict__ b, const int* __restrict__ d, const int* __restrict__ chan,
+          const int* __restrict__ dlo, const int* __restrict__ dhi, const int ring_mask,
+          const float2* __restrict__ init, float2* __restrict__ end_state, float2* __restrict__ out,
+          const long long out_stride, const int* __restrict__ rows, const int n_slots, const long long n_valid,
+          const int n_warps, const int n_seg)
+{
+    extern __shared__ float2 ring[];
+    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;  // every block is whole (host)
+    const int lane = threadIdx.x & 31;
+    const int seg = blockIdx.y;
+    const long long k_begin = (long long)seg * seg_len, k_end = min(n_pad, k_begin + seg_len);
+    const int row = warp < n_slots ? rows[warp] : -1;
+    const float2* x = xs + (long long)chan[warp] * row_len;
+    const int lo = dlo[blockIdx.x], hi = dhi[blockIdx.x];
+    const bool writer = row >= 0 && (lane & 1) == 0 && lane < 16;
+    const int first = first_sample<32>(lane);
+    // channel sample p (padded coordinates: pad + k - d) lives at p & ring_mask, the first NB also
+    // at RING + (p & ring_mask)
+    auto put = [&](const long long p, const float2 v) {
+        const int q = (int)(p & ring_mask);
+        ring[q] = v;
+        if (q < NB) ring[q + ring_mask + 1] = v;
+    };
+    for (long long p = pad + k_begin - hi + threadIdx.x; p < pad + k_begin - lo + NB; p += blockDim.x) put(p, x[p]);
+    float ar[F], ai[F], br[F], bi[F], yr[F], yi[F];
+    int pos[F];
+#pragma unroll
+    for (int f = 0; f < F; ++f) {
+        const long long idx = (long long)warp * 32 * F + f * 32 + lane;
+        const float2 av = a[idx], bv = b[idx];
+        ar[f] = av.x; ai[f] = av.y; br[f] = bv.x; bi[f] = bv.y;
+        const float2 y0 = init != nullptr ? init[idx * n_seg + seg] : make_float2(0.0f, 0.0f);
+        yr[f] = y0.x; yi[f] = y0.y;
+        pos[f] = (int)((pad + k_begin - d[idx]) & ring_mask);
+    }
+    __syncthreads();
+    float2* dst = OUT && row >= 0 ? out + (long long)row * out_stride : nullptr;
+    for (long long k0 = k_begin; k0 < k_end; k0 += NB) {
+        const long long p_next = pad + k0 + NB - lo + threadIdx.x;  // the next block's new samples
+        const float2 next = threadIdx.x < NB ? x[p_next] : make_float2(0.0f, 0.0f);
+        float accr[NB], acci[NB];
+#pragma unroll
+        for (int j = 0; j < NB; ++j) { accr[j] = 0.0f; acci[j] = 0.0f; }
+#pragma unroll
+        for (int jj = 0; jj < NB; jj += 4) {
+            float2 v[F][4];
+#pragma unroll
+            for (int f = 0; f < F; ++f)
+#pragma unroll
+                for (int t = 0; t < 4; ++t) v[f][t] = ring[pos[f] + jj + t];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+#pragma unroll
+                for (int f = 0; f < F; ++f) {
+                    const int j = jj + t;
+                    const float tr = fmaf(-ai[f], yi[f], v[f][t].x);
+                    const float ti = fmaf(ai[f], yr[f], v[f][t].y);
+                    const float nr = fmaf(ar[f], yr[f], tr);
+                    const float ni = fmaf(ar[f], yi[f], ti);
+                    yr[f] = nr; yi[f] = ni;
+                    if constexpr (OUT) {
+                        accr[j] = fmaf(br[f], nr, fmaf(-bi[f], ni, accr[j]));
+                        acci[j] = fmaf(br[f], ni, fmaf(bi[f], nr, acci[j]));
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int f = 0; f < F; ++f) pos[f] = (pos[f] + NB) & ring_mask;
+        // the ring holds at least the window and two blocks, so the next block's samples overwrite
+        // none this block reads; the barrier makes them visible before the next block reads them
+        if (threadIdx.x < NB) put(p_next, next);
+        __syncthreads();
+        if constexpr (OUT) {
+            reduce<32>(accr, acci, lane);
+            if (!writer) continue;
+            const long long k = k0 + first;
+            float4 v = make_float4(accr[0], acci[0], accr[1], acci[1]);
+            if (k >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
+            if (k + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
+            __stwb(reinterpret_cast<float4*>(dst + k), v);
         }
     }
     if (end_state != nullptr) {
@@ -280,6 +397,10 @@ def chan_name(f: int, w: int, out: bool = True) -> str:
     return f"chan_iir<{f}, {w}, {'true' if out else 'false'}>"
 
 
+def ring_name(f: int, out: bool = True) -> str:
+    return f"chan_ring<{f}, {'true' if out else 'false'}>"
+
+
 #: The synthesis's row counts (per parity, even) a launch is compiled for: each template goes to
 #: the smallest that holds its rows.
 SYNTH_ROWS = (2, 4, 6, 8, MAX_PER_PARITY)
@@ -290,6 +411,7 @@ def synth_name(r: int) -> str:
 
 
 NAME_EXPRESSIONS = (tuple(chan_name(f, w, o) for f, w in LAYOUTS for o in (True, False))
+                    + tuple(ring_name(f, o) for f, w in LAYOUTS if w == 32 for o in (True, False))
                     + ("chan_scan", "channelize") + tuple(synth_name(r) for r in SYNTH_ROWS))
 
 
@@ -333,10 +455,39 @@ def layout_for(count: int) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
+class RingSpec:
+    """The input ring of a ``chan_ring<F>`` launch: its size (complex samples, a power of two), the
+    warps (rows) of a block, which share it, and each block's delays ``[dlo, dhi]`` (device arrays)."""
+
+    size: int
+    warps: int
+    dlo: object
+    dhi: object
+
+
+@dataclass(frozen=True)
+class RowLaunch:
+    """One launch of channel rows of layout ``(f, w)``: the packed filters ``a``, ``b``, ``d``
+    (:func:`~gwbatch.spiir._cuda.pack_slots`' order, or :func:`ring_order`'s), each slot's channel
+    input row ``chan`` and output row ``rows`` (-1: an empty slot); ``ring`` for ``chan_ring``
+    (None: ``chan_iir``), whose ``n_slots`` counts the empty warps that fill its blocks."""
+
+    f: int
+    w: int
+    a: object
+    b: object
+    d: object
+    chan: object
+    rows: object
+    n_slots: int
+    ring: RingSpec | None = None
+
+
+@dataclass(frozen=True)
 class DevicePlan:
-    """A :class:`~gwbatch.spiir.subbands.ChannelPlan` on the device: one launch per layout
-    ``(F, W, a, b, d, channel, rows, n_slots)``, the synthesis tables, its launches ``(R, which)``
-    (the templates by :data:`SYNTH_ROWS`) and the taps."""
+    """A :class:`~gwbatch.spiir.subbands.ChannelPlan` on the device: its row launches
+    (:class:`RowLaunch`), the synthesis tables, its launches ``(R, which)`` (the templates by
+    :data:`SYNTH_ROWS`) and the taps."""
 
     launches: tuple
     rows_of: object
@@ -348,29 +499,134 @@ class DevicePlan:
     synth_launches: tuple
 
 
-def device_plan(plan) -> DevicePlan:
-    """The device arrays of ``plan`` (made once per plan object)."""
+#: Wide rows (W = 32) read their input through a shared-memory ring (``chan_ring``) when their
+#: block's delays span at most this many samples less two blocks (the ring's largest size: 64 KiB
+#: a block, three blocks an SM).
+RING_MAX = 8192
+#: Rows of one channel a ``chan_ring`` block holds (a warp each), sharing its ring.
+RING_WARPS = THREADS // 32
+
+
+def ring_order(d: np.ndarray, f: int) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of a wide row's ``n <= 32 f`` filters of delays ``d``: ``(filter, delay)`` per slot
+    ``f' * 32 + lane`` (filter -1: an empty slot, given a delay too).  Each half-warp of each
+    register is a group of 16 slots, and a ring read of a group hits 16 banks when its delays are
+    distinct modulo 16: the filters, ordered by that residue, are dealt to the ``2 f`` groups in
+    turn (a residue held by at most ``2 f`` filters lands in distinct groups), and the empty slots
+    take the residues left, within 15 of the least delay."""
+    groups = 2 * f
+    residue = d % 16
+    order = np.lexsort((d, residue))
+    lo = int(d.min())
+    slot_filter = np.full(32 * f, -1, np.int64)
+    slot_delay = np.empty(32 * f, np.int64)
+    for g in range(groups):
+        members = order[g::groups]
+        base = (g // 2) * 32 + (g % 2) * 16
+        slot_filter[base: base + members.size] = members
+        slot_delay[base: base + members.size] = d[members]
+        left = np.setdiff1d(np.arange(16), residue[members])
+        left = left if left.size else np.arange(16)
+        empty = 16 - members.size
+        slot_delay[base + members.size: base + 16] = lo + (left[np.arange(empty) % left.size] - lo) % 16
+    return slot_filter, slot_delay
+
+
+#: The least ring (smaller windows share its launch: fewer launches, each fuller).
+RING_MIN = 1024
+
+
+def _ring_size(span: int) -> int:
+    return max(RING_MIN, 1 << int(np.ceil(np.log2(span + 2 * NB))))
+
+
+def _wide_launches(f: int, members: np.ndarray, a, b, d, source, counts) -> list[RowLaunch]:
+    """The wide rows ``members`` (layout ``(f, 32)``; ``counts`` their filters) as ``chan_ring``
+    launches: rows of one channel in blocks of :data:`RING_WARPS` by their least delay, each block's
+    ring the window of its rows' delays; a launch per ring size (blocks whose ring would exceed
+    :data:`RING_MAX` go to ``chan_iir``)."""
+    import cupy
+
+    slots = 32 * f
+    order = {}
+    for m in members.tolist():
+        order[m] = ring_order(d[m, : counts[m]], f)
+    blocks = []  # (rows, lo, hi)
+    for c in np.unique(source[members]).tolist():
+        mine = sorted((m for m in members.tolist() if source[m] == c), key=lambda m: int(order[m][1].min()))
+        for i in range(0, len(mine), RING_WARPS):
+            rows = mine[i: i + RING_WARPS]
+            lo = min(int(order[m][1].min()) for m in rows)
+            hi = max(int(order[m][1].max()) for m in rows)
+            blocks.append((rows, lo, hi))
+    sizes = np.array([_ring_size(hi - lo) for _, lo, hi in blocks])
+    out = []
+    for size in np.unique(sizes).tolist():
+        picked = [blocks[i] for i in np.flatnonzero(sizes == size)]
+        if size > RING_MAX:
+            out.extend(_slot_launches(f, 32, np.array([m for rows, _, _ in picked for m in rows]), a, b, d, source))
+            continue
+        n_warps = RING_WARPS * len(picked)
+        packed_a = np.zeros((n_warps, slots), np.complex64)
+        packed_b = np.zeros_like(packed_a)
+        packed_d = np.zeros((n_warps, slots), np.int32)
+        chan = np.zeros(n_warps, np.int32)
+        rows_out = np.full(n_warps, -1, np.int32)
+        for k, (rows, lo, _) in enumerate(picked):
+            for w in range(RING_WARPS):
+                i = k * RING_WARPS + w
+                chan[i] = source[rows[0]]
+                if w >= len(rows):
+                    packed_d[i] = lo  # an empty warp of the block: no filters, no output
+                    continue
+                m = rows[w]
+                slot_filter, slot_delay = order[m]
+                used = slot_filter >= 0
+                packed_a[i, used], packed_b[i, used] = a[m, slot_filter[used]], b[m, slot_filter[used]]
+                packed_d[i] = slot_delay
+                rows_out[i] = m
+        out.append(RowLaunch(f, 32, cupy.asarray(packed_a), cupy.asarray(packed_b), cupy.asarray(packed_d),
+                             cupy.asarray(chan), cupy.asarray(rows_out), n_warps,
+                             RingSpec(int(size), RING_WARPS,
+                                      cupy.asarray(np.array([lo for _, lo, _ in picked], np.int32)),
+                                      cupy.asarray(np.array([hi for _, _, hi in picked], np.int32)))))
+    return out
+
+
+def _slot_launches(f: int, w: int, members: np.ndarray, a, b, d, source, counts=None) -> list[RowLaunch]:
+    """The rows ``members`` as one ``chan_iir<f, w>`` launch."""
     import cupy
 
     from gwbatch.spiir._cuda import pack_slots
+
+    width = min(a.shape[1], f * w)  # the layout's rows hold at most f w filters each
+    packed = [cupy.asarray(pack_slots(v[members, :width], f, w, t))
+              for v, t in ((a, np.complex64), (b, np.complex64), (d, np.int32))]
+    return [RowLaunch(f, w, *packed, cupy.asarray(source[members].astype(np.int32)),
+                      cupy.asarray(members.astype(np.int32)), int(members.size))]
+
+
+def device_plan(plan, ring: bool = True) -> DevicePlan:
+    """The device arrays of ``plan`` (made once per plan object and ``ring``: wide rows through
+    ``chan_ring``, else all through ``chan_iir``)."""
+    import cupy
+
     from gwbatch.spiir.subbands import DECIMATION, prototype
 
-    cached = _PLANS.get(id(plan))
+    key = (id(plan), ring)
+    cached = _PLANS.get(key)
     if cached is not None and cached[0] is plan:
-        _PLANS.move_to_end(id(plan))
+        _PLANS.move_to_end(key)
         return cached[1]
     a, b, d, source = plan.padded
     by_layout: dict = {}
     for i, row in enumerate(plan.rows):
         by_layout.setdefault(layout_for(row.a.size), []).append(i)
+    counts = np.array([r.a.size for r in plan.rows])
     launches = []
     for (f, w), members in sorted(by_layout.items()):
-        members = np.array(members)
-        width = min(a.shape[1], f * w)  # the layout's rows hold at most f w filters each
-        packed = [cupy.asarray(pack_slots(v[members, :width], f, w, t))
-                  for v, t in ((a, np.complex64), (b, np.complex64), (d, np.int32))]
-        launches.append((f, w, *packed, cupy.asarray(source[members].astype(np.int32)),
-                         cupy.asarray(members.astype(np.int32)), int(members.size)))
+        make = _wide_launches if ring and w == 32 else partial(_slot_launches, w=w)
+        launches.extend(make(f, members=np.array(members), a=a, b=b, d=d, source=source, counts=counts))
     per = plan.rows_of.shape[2]
     if per > MAX_PER_PARITY:
         raise ValueError(f"a template has {per} channel rows of one parity; the synthesis holds {MAX_PER_PARITY}")
@@ -385,7 +641,7 @@ def device_plan(plan) -> DevicePlan:
     dp = DevicePlan(tuple(launches), cupy.asarray(rows_of), cupy.asarray(chan_of.astype(np.int32)),
                     cupy.asarray((DECIMATION * prototype()).astype(np.float32)), pad, len(plan.rows),
                     tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches), synth)
-    _PLANS[id(plan)] = (plan, dp)  # the plan is kept with its arrays, so its id is not reused meanwhile
+    _PLANS[key] = (plan, dp)  # the plan is kept with its arrays, so its id is not reused meanwhile
     while len(_PLANS) > PLANS_KEPT:
         _PLANS.popitem(last=False)
     return dp
@@ -423,39 +679,56 @@ def _ceil_div(a: int, b: int) -> int:
 
 def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_valid: int, streams=None,
              target: int = ROW_WARPS) -> None:
-    """Every launch ``(f, w, a, b, d, channel, rows, n_slots)`` of ``chan_iir``, each on its own
-    stream of ``streams`` when given, in time segments (:func:`segments_for`): the segments' end
-    states from zero, ``chan_scan``, then the segments from their true states."""
+    """Every :class:`RowLaunch` (``chan_iir`` or ``chan_ring``), each on its own stream of
+    ``streams`` when given, in time segments (:func:`segments_for`): the segments' end states from
+    zero, ``chan_scan``, then the segments from their true states."""
     import cupy
 
     mod = _module()
     current = cupy.cuda.get_current_stream()
     done = []
-    for i, (f, w, a, b, d, chan, rows, n_slots) in enumerate(launches):
+    for i, launch in enumerate(launches):
+        f, w, a = launch.f, launch.w, launch.a
         n_warps = a.shape[0]
         segments, seg_len = segments_for(n_warps, f, n_pad, target)
         stream = streams[i % len(streams)] if streams else current
         if streams:
             stream.wait_event(current.record())
-        grid = (-(-n_warps * 32 // THREADS), segments)
-        head = (xs, cupy.int64(plane), cupy.int64(row4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len),
-                a, b, d, chan)
-        tail = (cupy.int64(out.shape[1]), rows, cupy.int32(n_slots), cupy.int64(n_valid), cupy.int32(n_warps),
-                cupy.int32(segments))
+        tail = (cupy.int64(out.shape[1]), launch.rows, cupy.int32(launch.n_slots), cupy.int64(n_valid),
+                cupy.int32(n_warps), cupy.int32(segments))
+        if launch.ring is None:
+            name, threads, shared = partial(chan_name, f, w), THREADS, 0
+            head = (xs, cupy.int64(plane), cupy.int64(row4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len),
+                    a, launch.b, launch.d, launch.chan)
+        else:
+            ring = launch.ring
+            threads, shared = 32 * ring.warps, (ring.size + NB) * 8
+            name = partial(ring_name, f)
+            head = (xs, cupy.int64(2 * row4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len),
+                    a, launch.b, launch.d, launch.chan, ring.dlo, ring.dhi, cupy.int32(ring.size - 1))
+        grid = (-(-n_warps * 32 // threads), segments)
         with stream:
             init = None
             if segments > 1:
                 end = cupy.empty((a.size, segments), dtype=cupy.complex64)
                 init = cupy.empty_like(end)
-                mod.get_function(chan_name(f, w, False))(grid, (THREADS,), (*head, None, end, None, *tail))
+                _kernel(mod, name(False), shared)(grid, (threads,), (*head, None, end, None, *tail),
+                                                  shared_mem=shared)
                 mod.get_function("chan_scan")((-(-a.size // 256),), (256,),
                                               (a, end, init, cupy.int64(a.size), cupy.int32(segments),
                                                cupy.int64(seg_len)))
-            mod.get_function(chan_name(f, w))(grid, (THREADS,), (*head, init, None, out, *tail))
+            _kernel(mod, name(True), shared)(grid, (threads,), (*head, init, None, out, *tail), shared_mem=shared)
         if streams:
             done.append(stream.record())
     for event in done:
         current.wait_event(event)
+
+
+def _kernel(mod, name: str, shared: int):
+    fn = mod.get_function(name)
+    if shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < shared:
+        fn.max_dynamic_shared_size_bytes = shared
+    return fn
 
 
 def run_synthesis(w, n_low: int, dp: DevicePlan, z, n_out: int, segment: int = SYNTH_SEGMENT) -> None:
@@ -499,12 +772,14 @@ def channelize(x, channels):
     return out
 
 
-def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, target: int = ROW_WARPS):
+def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, target: int = ROW_WARPS,
+                      ring: bool = True):
     """Every channel row of ``plan`` over the channels ``xc``: ``(rows, n_pad)`` complex64 (every
-    sample of every row is written: zeros from ``n_low`` on)."""
+    sample of every row is written: zeros from ``n_low`` on; ``ring`` False: every row through
+    ``chan_iir``)."""
     import cupy
 
-    dp = device_plan(plan)
+    dp = device_plan(plan, ring)
     n_low = xc.shape[1]
     n_pad = -(-n_low // NB) * NB
     xs, plane, row4 = shifted_channels(xc, dp.pad, n_pad)
