@@ -372,11 +372,13 @@ def test_the_kernels_limit_on_rows_is_the_banks(monkeypatch):
 def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, per):
     """The ``synthesize`` kernel of gwbatch.spiir._cuda_subbands step by step on the host, lanes as
     array axes, with its index expressions (each half's parity rows, the shuffle across halves, the
-    register ring's slots with half 1 one slot lower, the nine filling steps, each lane's taps): the
-    GPU's arithmetic apart from rounding."""
+    register ring's slots, half 1's part of each output a step late and half 0's held for it, the
+    nine filling steps, each lane's taps): the GPU's arithmetic apart from rounding."""
+    assert seg_len % 2 == 0
     n_low = rows.shape[1]
     lane = np.arange(32)
     half, q = lane >> 4, lane & 15
+    sign = np.where(half == 0, 1.0, -1.0)
     z = np.zeros((rows_of.shape[0], n_out), np.complex128)
     idx = (2 * np.arange(5)[:, None] - 4 - half[None, :]) * 16 + q[None, :] + 80  # (5, 32)
     g = np.where((idx >= 0) & (idx <= 160), taps[np.clip(idx, 0, 160)], 0.0)
@@ -387,7 +389,8 @@ def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, per):
         for seg0 in range(0, n_low, seg_len):
             seg1 = min(n_low, seg0 + seg_len)
             ring = np.zeros((10, 32), np.complex128)
-            for n0 in range(seg0 - 9, seg1, 10):
+            held = np.zeros(32, np.complex128)
+            for n0 in range(seg0 - 9, seg1 + 1, 10):
                 for s in range(10):
                     n = n0 + s
                     j = n + 5
@@ -396,18 +399,17 @@ def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, per):
                         for h in range(2):
                             for r, w in zip(mine[h], tw[h]):
                                 own[16 * h: 16 * h + 16] += rows[r, j] * w
-                    if j & 1:
-                        own[16:] = -own[16:]
+                    if s & 1:
+                        own = own * sign
                     partner = own[lane ^ 16]
-                    new = np.where(half == 0, own + partner, partner - own)
-                    ring[(s + 9) % 10, :16] = new[:16]
-                    ring[(s + 8) % 10, 16:] = new[16:]
+                    ring[(s + 9) % 10] = sign * own + partner
                     acc = np.sum(g * ring[(s + 8 - 2 * np.arange(5) + 10) % 10], axis=0)
-                    acc = acc + acc[lane ^ 16]
-                    k = n * 16 + q[:16]
-                    if seg0 <= n < seg1:
+                    other = acc[lane ^ 16]
+                    k = (n - 1) * 16 + q[:16]
+                    if seg0 < n <= seg1:
                         ok = k < n_out
-                        z[t, k[ok]] = acc[:16][ok]
+                        z[t, k[ok]] = (held + other)[:16][ok]
+                    held = acc
     return z
 
 
