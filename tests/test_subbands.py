@@ -289,6 +289,34 @@ def test_refitting_the_short_lived_filters_recovers_the_overlap(monkeypatch):
     assert np.abs(direct - response).max() <= 2e-6 * np.abs(direct).max()
 
 
+def test_channel_columns_equal_each_filters_response_alone():
+    """The refit's least squares at the channel rate (the Gram matrix in closed form, a series taken
+    into the channels, amplitudes' changes synthesized) equals it on each filter's top-rate response
+    from :func:`impulse_response` of the filter alone, within 1e-12: channels of both signs and
+    parities, decays from half a sample to REFIT_DECAY, the impulse on and off the channels' period."""
+    rng = np.random.default_rng(3)
+    n = 14
+    freq = rng.uniform(-1500.0, 1500.0, n)
+    decay = rng.uniform(0.5, S.REFIT_DECAY, n)
+    a = np.exp(-1.0 / decay + 2j * np.pi * freq / FS)
+    d = rng.integers(0, 400, n)
+    for start in (S.IMPULSE_AT, S.IMPULSE_AT + 5):
+        columns = S.channel_columns(a, d, FS, start)
+        lo, hi = int(columns.lo.min()), int(columns.hi.max())
+        dense = np.zeros((n, hi - lo), np.complex128)
+        for i in range(n):
+            r, first = S.impulse_response(a[i: i + 1], np.ones(1), d[i: i + 1], FS, start)
+            nonzero = np.flatnonzero(r)
+            assert (first + nonzero[0], first + nonzero[-1] + 1) == (columns.lo[i], columns.hi[i])
+            dense[i, first + nonzero[0] - lo: first + nonzero[-1] + 1 - lo] = r[nonzero[0]: nonzero[-1] + 1]
+        gram = dense.conj() @ dense.T
+        assert np.abs(columns.gram() - gram).max() <= 1e-12 * np.abs(gram).max()
+        y = rng.standard_normal(hi - lo) + 1j * rng.standard_normal(hi - lo)
+        assert np.abs(columns.project(y) - dense.conj() @ y).max() <= 1e-12 * np.abs(dense.conj() @ y).max()
+        w = rng.standard_normal(n) + 1j * rng.standard_normal(n)
+        assert np.abs(columns.combine(w) - w @ dense).max() <= 1e-12 * np.abs(w @ dense).max()
+
+
 def test_sub_bands_need_the_multirate_setting():
     from gwbatch.config import BankConfig
 

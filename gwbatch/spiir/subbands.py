@@ -433,7 +433,7 @@ def refit_short_filters(a, b, d, sample_rate: float, start: int, response, first
     A filter whose spectrum is wider than its channel comes out of the channels distorted (its
     response is sampled at the channel rate, its spectrum cut by the channel FIR).  The distortion is
     linear in ``b``, so fitting those filters' amplitudes through the channels (each filter's own
-    response there, :func:`impulse_response`) recovers the overlap the single-rate least squares had
+    response there, :func:`channel_columns`) recovers the overlap the single-rate least squares had
     (ALGORITHMS.md section 2, item 6, applied to the responses in channels).  BBH templates lost
     up to 0.006 of overlap without it (RESULTS.md, "Sub-band SPIIR")."""
     a = np.asarray(a, np.complex128)
@@ -442,77 +442,273 @@ def refit_short_filters(a, b, d, sample_rate: float, start: int, response, first
     free = np.flatnonzero(-1.0 / np.log(np.maximum(np.abs(a), 1e-300)) < REFIT_DECAY)
     if free.size == 0:
         return None
-    # each short-lived filter's response in the channels, on the template response's samples,
-    # trimmed to where it is not zero (the columns of the least squares, each short)
-    columns = []
-    for i in free:
-        r, f = impulse_response(a[i: i + 1], np.ones(1), d[i: i + 1], sample_rate, start)
-        nonzero = np.flatnonzero(r)
-        if nonzero.size == 0:
-            return None
-        lo, hi = f - first + int(nonzero[0]), f - first + int(nonzero[-1]) + 1
-        if lo < 0 or hi > response.size:
-            return None  # a filter's response outside the template's: leave the template as it is
-        columns.append((lo, r[nonzero[0]: nonzero[-1] + 1]))
-    # the residual now: the target (aligned, scaled as the response matches it) less the response
-    t = np.asarray(target, np.complex128)
-    span = np.arange(max(0, -lag), min(t.size, response.size - lag))
-    scale = np.vdot(t[span], response[span + lag]) / np.vdot(t, t)
-    aligned = np.zeros(response.size, np.complex128)
-    aligned[span + lag] = scale * t[span]
-    residual = aligned - response
-    # normal equations with a ridge toward the amplitudes as they are (the columns' supports overlap
-    # only near each other): short-lived filters' responses in the channels are nearly collinear,
-    # and an unregularised fit cancels amplitudes of 1e7 that float32 filtering cannot hold
-    k = len(columns)
-    gram = np.zeros((k, k), np.complex128)
-    rhs = np.empty(k, np.complex128)
-    for p, (lo_p, c_p) in enumerate(columns):
-        rhs[p] = np.vdot(c_p, residual[lo_p: lo_p + c_p.size])
-        for q in range(p, k):
-            lo_q, c_q = columns[q]
-            lo, hi = max(lo_p, lo_q), min(lo_p + c_p.size, lo_q + c_q.size)
-            if lo < hi:
-                gram[p, q] = np.vdot(c_p[lo - lo_p: hi - lo_p], c_q[lo - lo_q: hi - lo_q])
-                gram[q, p] = np.conj(gram[p, q])
-    ridge = REFIT_RIDGE * np.trace(gram).real / k
-    step = np.linalg.solve(gram + ridge * np.eye(k), rhs)
+    columns = channel_columns(a[free], d[free], sample_rate, start)
+    lo, hi = int(columns.lo.min()) - first, int(columns.hi.max()) - first
+    if lo < 0 or hi > response.size:
+        return None  # a filter's response outside the template's: leave the template as it is
+    # normal equations with a ridge toward the amplitudes as they are: short-lived filters' responses
+    # in the channels are nearly collinear, and an unregularised fit cancels amplitudes of 1e7 that
+    # float32 filtering cannot hold
+    gram = columns.gram()
+    ridge = REFIT_RIDGE * np.trace(gram).real / free.size
+    step = np.linalg.solve(gram + ridge * np.eye(free.size), columns.project(_residual(response, target, lag, lo, hi)))
     fitted = b[free] + step
     if np.abs(fitted).max() > REFIT_GROWTH * np.abs(b).max():
         return None
     out = b.copy()
     out[free] = fitted
     refitted = response.copy()
-    for (lo, c), s_k in zip(columns, step):
-        refitted[lo: lo + c.size] += s_k * c
+    refitted[lo:hi] += columns.combine(step)
     return out, refitted
+
+
+def _residual(response: np.ndarray, target, lag: int, lo: int, hi: int) -> np.ndarray:
+    """The target (aligned as ``response[n + lag] ~ target[n]``, scaled as the response matches it)
+    less the response, on the response's samples ``lo ... hi - 1`` (``0 <= lo <= hi <= response.size``)."""
+    t = np.asarray(target, np.complex128)
+    n0, n1 = max(0, -lag), min(t.size, response.size - lag)
+    scale = np.vdot(t[n0:n1], response[n0 + lag: n1 + lag]) / np.vdot(t, t)
+    aligned = np.zeros(hi - lo, np.complex128)
+    i0, i1 = max(lo - lag, 0), min(hi - lag, t.size)
+    if i0 < i1:
+        aligned[i0 + lag - lo: i1 + lag - lo] = scale * t[i0:i1]
+    return aligned - response[lo:hi]
+
+
+@dataclass(frozen=True)
+class ChannelColumns:
+    """Filters' responses in their channels to a unit impulse at top-rate sample ``start``, with
+    ``b = 1`` (:func:`channel_columns`): filter ``i`` is ``rows[i, n] = b'_i a'_i^n`` (``powers[i, n]
+    = a'_i^n``) at channel sample ``d[i] + n`` for ``n < tails[i]``, in channel ``channel[i]``;
+    synthesized (:func:`channel_kernel`) it spans top-rate samples ``lo[i] <= t < hi[i]``.  What
+    the refit's normal equations are made of, at the channel rate."""
+
+    start: int
+    channel: np.ndarray
+    d: np.ndarray
+    tails: np.ndarray
+    b: np.ndarray
+    powers: np.ndarray
+    rows: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @functools.cached_property
+    def grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """``(channels, which, place, turn, span)``: the channels used, each filter's among them, where
+        its samples fall in a row of ``span`` channel samples from ``d.min()`` (clipped where
+        ``rows`` is zero), and the channels' modulation from top-rate sample ``lo.min()``."""
+        channels, which = np.unique(self.channel, return_inverse=True)
+        span = int((self.d + self.tails).max() - self.d.min())
+        place = np.minimum((self.d - self.d.min())[:, None] + np.arange(self.rows.shape[1]), span - 1)
+        return channels, which, place, modulation(channels, int(self.lo.min()) - self.start), span
+
+    def gram(self) -> np.ndarray:
+        """``G[p, q] = <column p, column q>`` over the top-rate samples, in closed form (:func:`_gram`)."""
+        products, phase = kernel_products(self.start)
+        out = np.empty((self.b.size, self.b.size), np.complex128)
+        _gram(self.powers, self.b, self.d, self.tails, self.channel, products, phase, out)
+        return out
+
+    def project(self, y: np.ndarray) -> np.ndarray:
+        """``<column i, y>`` for ``y`` on top-rate samples ``lo.min() ... hi.max() - 1``."""
+        _, which, place, turn, span = self.grid
+        _, into, phases, _ = channel_kernel(self.start)
+        back = from_kernel(y, into, phases, turn, span)
+        return np.sum(self.rows.conj() * back[which[:, None], place], axis=1)
+
+    def combine(self, weights: np.ndarray) -> np.ndarray:
+        """``sum_i weights[i] column i`` on top-rate samples ``lo.min() ... hi.max() - 1``."""
+        channels, which, place, turn, span = self.grid
+        rows = np.zeros((channels.size, span), np.complex128)
+        np.add.at(rows, (np.broadcast_to(which[:, None], place.shape), place), weights[:, None] * self.rows)
+        _, into, phases, size = channel_kernel(self.start)
+        return through_kernel(rows, into, phases, size, turn).sum(axis=0)
+
+
+def channel_columns(a, d, sample_rate: float, start: int) -> ChannelColumns:
+    """Each filter's response in its channel with ``b = 1`` (:func:`impulse_response` of the filter
+    alone): the geometric sequence ``b' a'^n`` from channel sample ``d'`` until it decays
+    (:func:`gwbatch.spiir.construct.tail_lengths`)."""
+    from gwbatch.spiir.construct import tail_lengths
+
+    first, into, _, size = channel_kernel(start)
+    channel = filter_channels(a, sample_rate)
+    la, lb, ld = to_channels(a, np.ones(len(a)), d, channel)
+    tails = tail_lengths(la)
+    steps = np.empty((la.size, int(tails.max()) + 1), np.complex128)
+    steps[:, 0] = 1.0
+    steps[:, 1:] = la[:, None]
+    powers = np.cumprod(steps, axis=1)
+    rows = np.where(np.arange(powers.shape[1] - 1) < tails[:, None], lb[:, None] * powers[:, :-1], 0.0)
+    lo = first + ld * DECIMATION
+    hi = lo + (tails + into.size - 2) * DECIMATION + size
+    return ChannelColumns(start, channel, ld, tails, lb, powers, rows, lo, hi)
+
+
+@functools.cache
+def channel_kernel(start: int, decimation: int = DECIMATION, taps: int = TAPS_PER_PHASE,
+                   beta: float = KAISER_BETA) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """A unit impulse at top-rate sample ``start`` through a channel: ``(first, into, phases, size)``.
+    In channel ``c`` the impulse is ``e^{-i w_c start} into`` (the analysis of the module docstring:
+    ``p`` at ``j D - start + H`` for each channel sample ``j`` it reaches); a channel row ``r`` (the
+    impulse through the filters) comes out as ``y[k] = e^{i w_c (first + k - start)} sum_j x[j] D
+    p[k - j D]`` at top-rate sample ``first + k``, ``x`` the convolution of ``r`` and ``into`` (the
+    synthesis); ``D p`` (``size`` taps) as its phases ``phases[L - 1 - l, q] = D p[l D + q]`` (zeros
+    past its end).  Read-only, made once per shape."""
+    fir = prototype(decimation, taps, beta)
+    half = (fir.size - 1) // 2
+    j = np.arange(-(-(start - half) // decimation), (start + half) // decimation + 1)
+    into = fir[j * decimation - start + half]
+    rows = -(-fir.size // decimation)
+    phases = np.zeros(rows * decimation)
+    phases[: fir.size] = decimation * fir
+    phases = np.ascontiguousarray(phases.reshape(rows, decimation)[::-1])
+    into.setflags(write=False)
+    phases.setflags(write=False)
+    return int(j[0]) * decimation - half, into, phases, int(fir.size)
+
+
+@functools.cache
+def kernel_products(start: int) -> tuple[np.ndarray, np.ndarray]:
+    """What a channel sample of one channel row and one of another, ``Delta = c' - c`` channels
+    (modulo ``2 D``) and ``s`` channel samples apart, sum to over the top-rate samples (:func:`_gram`):
+    ``products[Delta, s + L - 1] = sum_u e^{i pi Delta u / D} g[u] g[u - s D]`` for ``|s| < L``, ``g``
+    a channel sample's response to the impulse (:func:`channel_kernel`'s ``into`` at every ``D``-th
+    sample convolved with ``D p``; ``L D`` taps or fewer), and ``phase[Delta] = e^{i pi Delta (first -
+    start) / D}``.  Read-only, made once per ``start``."""
+    first, into, _, _ = channel_kernel(start)
+    g = np.zeros((into.size - 1) * DECIMATION + 1)
+    g[::DECIMATION] = into
+    g = np.convolve(g, DECIMATION * prototype())
+    rows = -(-g.size // DECIMATION)
+    u = np.arange(g.size)
+    lags = np.arange(1 - rows, rows)
+    shifted = u[None, :] - lags[:, None] * DECIMATION
+    pairs = np.where((shifted >= 0) & (shifted < g.size), g[None, :] * g[np.clip(shifted, 0, g.size - 1)], 0.0)
+    period = 2 * DECIMATION
+    turn = np.exp(1j * np.pi * np.arange(period) / DECIMATION)
+    delta = np.arange(period)
+    products = turn[(delta[:, None] * u[None, :]) % period] @ pairs.T
+    phase = turn[(delta * (first - start)) % period]
+    products.setflags(write=False)
+    phase.setflags(write=False)
+    return products, phase
+
+
+@numba.njit(cache=True)
+def _gram(powers, b, start, length, channel, products, phase, out):
+    """``out[p, q]``: the inner product over the top-rate samples of filters ``p`` and ``q``'s
+    responses in channels, ``r_p[j] = b_p a_p^(j - start_p)`` (``a_p^n = powers[p, n]``) for
+    ``start_p <= j < start_p + length_p`` in channel ``channel[p]``: ``phase[Delta] sum_s
+    products[Delta, s] sum_j conj(r_p[j]) (-1)^(Delta j) r_q[j + s]`` (:func:`kernel_products`),
+    the sum over ``j`` a geometric series, ``conj(r_p[j0]) r_q[j0 + s] (-1)^(Delta j0) (1 - x^m) /
+    (1 - x)`` with ``x = (-1)^Delta conj(a_p) a_q`` over the ``m`` samples from ``j0`` where both are."""
+    k = b.size
+    period = products.shape[0]
+    lags = (products.shape[1] + 1) // 2
+    for p in range(k):
+        for q in range(p, k):
+            delta = (channel[q] - channel[p]) % period
+            odd = delta % 2 == 1
+            x = np.conj(powers[p, 1]) * powers[q, 1]
+            if odd:
+                x = -x
+            acc = 0j
+            for s in range(1 - lags, lags):
+                j0 = max(start[p], start[q] - s)
+                m = min(start[p] + length[p], start[q] + length[q] - s) - j0
+                if m <= 0:
+                    continue
+                xm = np.conj(powers[p, m]) * powers[q, m]
+                if odd and m % 2 == 1:
+                    xm = -xm
+                term = np.conj(powers[p, j0 - start[p]]) * powers[q, j0 + s - start[q]] * (1.0 - xm)
+                if odd and j0 % 2 == 1:
+                    term = -term
+                acc += products[delta, s + lags - 1] * term
+            out[p, q] = phase[delta] * np.conj(b[p]) * b[q] * acc / (1.0 - x)
+            out[q, p] = np.conj(out[p, q])
+
+
+def modulation(channel, t0, decimation: int = DECIMATION) -> np.ndarray:
+    """``e^{i pi c t / D}`` over its period from ``t = t0`` as ``(..., 2, D)`` (``channel`` and ``t0``
+    broadcast): ``[..., m % 2, q]`` is sample ``t0 + m D + q``'s."""
+    period = 2 * decimation
+    turn = np.exp(1j * np.pi * np.arange(period) / decimation)
+    q = (np.asarray(channel)[..., None] * (np.asarray(t0)[..., None] + np.arange(period))) % period
+    return turn[q].reshape(*q.shape[:-1], 2, decimation)
+
+
+def through_kernel(rows: np.ndarray, into: np.ndarray, phases: np.ndarray, size: int, turn: np.ndarray) -> np.ndarray:
+    """Channel rows (``(..., n)``) through :func:`channel_kernel`'s synthesis, modulated by ``turn``
+    (:func:`modulation`'s, broadcast against the rows): ``(..., (n + J - 2) D + size)`` complex128,
+    ``J`` samples ``into``.  Each row's real and imaginary parts convolved with ``into``, then ``D p``'s
+    phases times the sliding windows of them (one matrix product), then modulated
+    (:func:`_modulate`)."""
+    taps, decimation = phases.shape
+    shape = rows.shape[:-1]
+    flat = rows.reshape(-1, rows.shape[-1])
+    n = flat.shape[1] + into.size - 1
+    padded = np.zeros((2, flat.shape[0], n + 2 * (taps - 1)))
+    for i, row in enumerate(flat):
+        padded[0, i, taps - 1: taps - 1 + n] = np.convolve(row.real, into)
+        padded[1, i, taps - 1: taps - 1 + n] = np.convolve(row.imag, into)
+    windows = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(padded, taps, axis=-1))
+    y = (windows.reshape(-1, taps) @ phases).reshape(2, flat.shape[0], -1, decimation)
+    out = np.empty((flat.shape[0], (n - 1) * decimation + size), np.complex128)
+    turn = np.ascontiguousarray(np.broadcast_to(turn, (*shape, 2, decimation))).reshape(-1, 2, decimation)
+    _modulate(y[0], y[1], turn, out)
+    return out.reshape(*shape, -1)
+
+
+@numba.njit(cache=True)
+def _modulate(re, im, turn, out):
+    """``out[r, m D + q] = (re + i im)[r, m, q] turn[r, m % 2, q]`` (as far as ``out`` reaches)."""
+    decimation = re.shape[2]
+    for r in range(out.shape[0]):
+        for m in range(re.shape[1]):
+            for q in range(min(decimation, out.shape[1] - m * decimation)):
+                out[r, m * decimation + q] = complex(re[r, m, q], im[r, m, q]) * turn[r, m % 2, q]
+
+
+def from_kernel(y: np.ndarray, into: np.ndarray, phases: np.ndarray, turn: np.ndarray, n: int) -> np.ndarray:
+    """The adjoint of :func:`through_kernel`: the top-rate series ``y`` (``(n + J - 2) D + size``
+    samples at most) taken into each channel of ``turn`` (``(channels, 2, D)``), ``x_c[j] = sum_k
+    conj(turn_c[k]) y[k] sum_i into[i] D p[k - (j + i) D]`` for ``j < n``: ``(channels, n)``
+    complex128."""
+    taps, decimation = phases.shape
+    blocks = n + into.size + taps - 2
+    z = np.zeros((blocks + blocks % 2) * decimation, np.complex128)
+    z[: y.size] = y
+    z = (z.reshape(1, -1, 2, decimation) * turn.conj()[:, None]).reshape(turn.shape[0], -1, decimation)
+    parts = np.stack([z.real, z.imag]) @ phases[::-1].T  # [., ., m, l] = sum_q z[m, q] D p[l D + q]
+    at_rate = np.zeros((turn.shape[0], n + into.size - 1), np.complex128)
+    for l in range(taps):
+        at_rate += parts[0, :, l: l + at_rate.shape[1], l] + 1j * parts[1, :, l: l + at_rate.shape[1], l]
+    out = np.zeros((turn.shape[0], n), np.complex128)
+    for i, v in enumerate(into):
+        out += v * at_rate[:, i: i + n]
+    return out
 
 
 def impulse_response(a, b, d, sample_rate: float, start: int, decimation: int = DECIMATION,
                      taps: int = TAPS_PER_PHASE, beta: float = KAISER_BETA):
     """The top-rate response of one template's filters run in channels to a unit impulse at sample
     ``start`` (float64): ``(response, first sample)`` (channel FIR :func:`prototype` of ``taps`` and
-    ``beta``).  The system is periodic in ``D``; the phase of ``start`` moves overlaps by ~1e-4."""
-    import scipy.signal
-
+    ``beta``; each channel's row through :func:`channel_kernel`).  The system is periodic in ``D``;
+    the phase of ``start`` moves overlaps by ~1e-4."""
     from gwbatch.spiir.construct import impulse_response as response
 
-    fir = prototype(decimation, taps, beta)
-    half = (fir.size - 1) // 2
+    first, into, phases, size = channel_kernel(start, decimation, taps, beta)
     channel = filter_channels(a, sample_rate, decimation)
     parts = []
     for c in np.unique(channel).tolist():
         mine = channel == c
         la, lb, ld = to_channels(a[mine], b[mine], d[mine], np.full(int(mine.sum()), c), decimation)
-        r = response(la, lb, ld)
-        w = np.pi * c / decimation
-        j = np.arange(-(-(start - half) // decimation), (start + half) // decimation + 1)
-        into = np.exp(-1j * w * start) * fir[j * decimation - start + half]  # the impulse in the channel
-        y = scipy.signal.upfirdn(decimation * fir, np.convolve(into, r), up=decimation)
-        first = int(j[0]) * decimation - half
-        parts.append((first, y * np.exp(1j * w * np.arange(first, first + y.size))))
-    lo = min(p[0] for p in parts)
-    out = np.zeros(max(p[0] + p[1].size for p in parts) - lo, dtype=np.complex128)
-    for first, y in parts:
-        out[first - lo: first - lo + y.size] += y
-    return out, lo
+        turn = modulation(c, first - start, decimation)
+        parts.append(through_kernel(response(la, lb, ld), into, phases, size, turn))
+    out = np.zeros(max(y.size for y in parts), dtype=np.complex128)
+    for y in parts:
+        out[: y.size] += y
+    return out, first
