@@ -215,8 +215,15 @@ def test_gw150914_config_on_another_event_file(tmp_path):
     run = run_event_config(store, tmp_path)
     cand = run.reduced.candidates.iloc[0]
     assert cand["ifos"] == "H1,L1" and cand["n_louder"] == 0
-    assert abs(cand["gps_time"] - injection["gps_time"]) <= 0.020
-    # measured: 3.2 ms early, coherent SNR 22.8 (rank 19.7 against the loudest trial's 17.2), 90% area 2612 deg^2
+    # arrival in each detector within 5 ms (measured, the bank in sub-bands: H1 -1.7 ms, L1 -2.0 ms;
+    # on the ladder -1.0 and -1.1 ms).  Two detectors fix the sky only to a ring, along which a
+    # detector's delay from the geocentre ranges over +-21.3 ms (the Earth's radius): the injection's
+    # direction has H1 21.1 ms before the geocentre, the candidate's 16.4 ms after in sub-bands, so the
+    # geocentric times differ by 39 ms (3.2 ms on the ladder, whose maximum fell near the injection's)
+    for ifo in ("H1", "L1"):
+        assert abs(cand[f"time_{ifo}"] - injection[f"time_{ifo}"]) <= 0.005, ifo
+    assert abs(cand["gps_time"] - injection["gps_time"]) <= 2 * 0.0213 + 0.005
+    # measured: coherent SNR 22.8 (rank 20.1; the ladder 22.6, rank 19.8), 90% area 2612 deg^2 on the ladder
     assert cand["snr"] == pytest.approx(22.0, abs=4.0)  # noise moves it by ~1; template mismatch lowers it
     assert (run.out / cand["skymap"]).exists() and cand["area90"] > 0
 
