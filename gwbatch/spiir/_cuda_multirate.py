@@ -132,8 +132,10 @@ def _plan(bank) -> tuple[Rung, ...]:
 
 
 #: Plans kept (least recently used dropped): the searches filter a bank in batches of templates,
-#: each a new subset object, so plans are keyed by content, not identity.
-PLANS_KEPT = 128
+#: each a new subset object, so plans are keyed by content, not identity.  Enough for every batch
+#: of every detector's bank to stay, chunk after chunk: the production bank (`bns-nsbh`, 38928
+#: templates) in batches of 256 for three detectors makes 456.
+PLANS_KEPT = 512
 _PLANS: OrderedDict = OrderedDict()
 
 

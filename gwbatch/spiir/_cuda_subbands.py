@@ -62,6 +62,9 @@ SYNTH_THREADS = 128
 SYNTH_SEGMENT = 256
 #: Every layout compiled: ``(F, W)``.
 LAYOUTS = tuple((f, 32) for f in (1, 2, 4, 8)) + tuple((f, w) for w in (4, 8) for f in (1, 2, 4))
+#: Filters per lane of the wide layouts that use the ring (``chan_ring<8>`` would spill registers
+#: at its launch bounds; rows of 129-256 filters, none in the benchmark banks, stay on ``chan_iir``).
+RING_FILTERS = (1, 2, 4)
 OPTIONS = ("-std=c++17",)
 
 SOURCE = r"""
@@ -417,7 +420,7 @@ def synth_name(r: int) -> str:
 
 
 NAME_EXPRESSIONS = (tuple(chan_name(f, w, o) for f, w in LAYOUTS for o in (True, False))
-                    + tuple(ring_name(f, o) for f, w in LAYOUTS if w == 32 for o in (True, False))
+                    + tuple(ring_name(f, o) for f in RING_FILTERS for o in (True, False))
                     + ("chan_scan", "channelize") + tuple(synth_name(r) for r in SYNTH_ROWS))
 
 
@@ -631,7 +634,7 @@ def device_plan(plan, ring: bool = True) -> DevicePlan:
     counts = np.array([r.a.size for r in plan.rows])
     launches = []
     for (f, w), members in sorted(by_layout.items()):
-        make = _wide_launches if ring and w == 32 else partial(_slot_launches, w=w)
+        make = _wide_launches if ring and w == 32 and f in RING_FILTERS else partial(_slot_launches, w=w)
         launches.extend(make(f, members=np.array(members), a=a, b=b, d=d, source=source, counts=counts))
     per = plan.rows_of.shape[2]
     if per > MAX_PER_PARITY:
@@ -654,8 +657,9 @@ def device_plan(plan, ring: bool = True) -> DevicePlan:
 
 
 #: Device plans kept (least recently used dropped): a search filters each detector's bank in batches,
-#: each batch a plan of its own, chunk after chunk.
-PLANS_KEPT = 128
+#: each batch a plan of its own, chunk after chunk; as many as :mod:`gwbatch.spiir._cuda_multirate`
+#: keeps (a plan of 256 BNS templates is made in 0.3-0.45 s of host time and holds 2.2 MB).
+PLANS_KEPT = 512
 _PLANS: OrderedDict = OrderedDict()
 
 
