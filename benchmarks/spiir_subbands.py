@@ -21,6 +21,12 @@ headroom.  This study asks whether another decomposition of the band needs fewer
     python benchmarks/spiir_subbands.py --bank bbh --templates 24 --json bbh-subbands.json
     python benchmarks/spiir_subbands.py --bank bns --templates 16 --copies 4 --throughput 64   # the CPU twins
     python benchmarks/spiir_subbands.py --bank bbh --templates 64 --as-built   # as the bank builds them
+    python benchmarks/spiir_subbands.py --bank bns --templates 32 --levels     # channels of several rates
+
+``--levels`` asks how far channels of several rates could go: each filter in channels of
+decimation 16, 32 or 64 by its decay (slower than 256 or 1024 top-rate samples per e-folding: the
+next rate), the levels' responses summed, against the single-rate overlap (no refit).  Each level
+is a filter bank of its own here; a build would nest the slower ones inside the lowest channels.
 """
 
 from __future__ import annotations
@@ -90,6 +96,53 @@ def study(built) -> dict:
         row[key] = {"updates": a.size / dec, "channels": used, "overlap_min": float(min(overlaps)),
                     "loss": float(overlap - min(overlaps))}
     return row
+
+
+#: ``--levels``: named rules, each ``((decay above, decimation), ...)`` (decay in top-rate samples).
+LEVELS = {"D16": ((0, 16),), "D16, D32 above 256": ((0, 16), (256, 32)),
+          "D16, D32 above 128": ((0, 16), (128, 32)),
+          "D16, D32 above 256, D64 above 1024": ((0, 16), (256, 32), (1024, 64)),
+          "D16, D32 above 128, D64 above 1024": ((0, 16), (128, 32), (1024, 64))}
+
+
+def levels_study(built) -> dict:
+    """Updates per top-rate sample and the overlap loss (worst of four impulse phases) of one
+    template's filters in channels of several rates, each rule of :data:`LEVELS`."""
+    from gwbatch.spiir.construct import Target
+    from gwbatch.spiir.subbands import impulse_response
+
+    m1, m2, a, b, d, overlap, h, rate, f_low, safety = built
+    decay = -1.0 / np.log(np.abs(a))
+    start = 4 * (10 * 64 + 1)
+    target = Target(h, headroom=start)
+    row = {"mass1": m1, "mass2": m2, "filters": int(a.size), "overlap_single": float(overlap)}
+    for name, rule in LEVELS.items():
+        dec = np.zeros(a.size, int)
+        for above, decimation in rule:
+            dec[decay > above] = decimation
+        overlaps = []
+        for phase in (0, 10, 16, 33):
+            parts = [impulse_response(a[dec == k], b[dec == k], d[dec == k], rate, start + phase, k, 10, 6.0)
+                     for k in np.unique(dec).tolist()]
+            lo = min(first for _, first in parts)
+            r = np.zeros(max(first + y.size for y, first in parts) - lo, np.complex128)
+            for y, first in parts:
+                r[first - lo: first - lo + y.size] += y
+            overlaps.append(target.overlap(r, lead=start + phase - lo)[0])
+        row[name] = {"updates": float(np.sum(1.0 / dec)), "loss": float(overlap - min(overlaps)),
+                     "share": {str(k): float(np.mean(dec == k)) for k in np.unique(dec).tolist()}}
+    return row
+
+
+def summarise_levels(rows: list[dict]) -> list[str]:
+    lines = [f"{len(rows)} templates, {np.median([r['filters'] for r in rows]):.0f} filters (median)"]
+    for name in LEVELS:
+        loss = np.array([r[name]["loss"] for r in rows])
+        share = {k: np.median([r[name]["share"].get(k, 0.0) for r in rows]) for k in ("16", "32", "64")}
+        lines.append(f"{name}: {np.median([r[name]['updates'] for r in rows]):.2f} updates per top-rate sample, "
+                     f"filters at D16/32/64 {share['16']:.2f}/{share['32']:.2f}/{share['64']:.2f}, overlap loss "
+                     f"median {np.median(loss):+.5f}, max {loss.max():+.5f}, within 0.002 for {np.mean(loss <= 0.002):.0%}")
+    return lines
 
 
 def summarise(rows: list[dict]) -> list[str]:
@@ -167,6 +220,8 @@ def main(argv=None) -> int:
     p.add_argument("--copies", type=int, default=4)
     p.add_argument("--as-built", action="store_true",
                    help="instead: the templates as a bank with spiir.subbands builds them (refit included)")
+    p.add_argument("--levels", action="store_true",
+                   help="instead: channels of several rates, each filter's by its decay (LEVELS)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     root = Path(__file__).resolve().parent.parent
@@ -185,8 +240,8 @@ def main(argv=None) -> int:
         return 0
     with ProcessPoolExecutor(args.workers) as pool:
         built = list(pool.map(_template, [(str(root / BANKS[args.bank]), m1, m2) for m1, m2 in masses]))
-        rows = list(pool.map(study, built))
-    for line in summarise(rows):
+        rows = list(pool.map(levels_study if args.levels else study, built))
+    for line in (summarise_levels if args.levels else summarise)(rows):
         print(line)
     if args.json:
         args.json.write_text(json.dumps({"bank": args.bank, "rows": rows}, indent=1))
