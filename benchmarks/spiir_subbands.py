@@ -111,7 +111,7 @@ def levels_study(built) -> dict:
     from gwbatch.spiir.construct import Target
     from gwbatch.spiir.subbands import impulse_response
 
-    m1, m2, a, b, d, overlap, h, rate, f_low, safety = built
+    m1, m2, a, b, d, overlap, h, rate, *_ = built
     decay = -1.0 / np.log(np.abs(a))
     start = 4 * (10 * 64 + 1)
     target = Target(h, headroom=start)
