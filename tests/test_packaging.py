@@ -34,8 +34,15 @@ def _resolved(python: Path, report: Path, *requirements: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The project's wheel.  pip builds it in the tree (``build/``), so pytest-xdist workers that
+    each need it take turns (a lock beside their shared base directory); two builds at once
+    overwrite each other's files."""
+    import fcntl
+
     out = tmp_path_factory.mktemp("wheel")
-    done = _pip(Path(sys.executable), "wheel", "--quiet", "--no-deps", str(REPO), "-w", str(out))
+    with open(tmp_path_factory.getbasetemp().parent / "gwbatch-wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = _pip(Path(sys.executable), "wheel", "--quiet", "--no-deps", str(REPO), "-w", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     return next(out.glob("gwbatch-*.whl"))
 
