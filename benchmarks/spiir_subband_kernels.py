@@ -50,14 +50,10 @@ def check(templates, fs: float, seconds: float, rng) -> dict:
     plan = S.channel_plan(templates, fs)
     z_gpu = cupy.asnumpy(S.filter_subbands(cupy.asarray(x), plan))
     z_twin = S.filter_subbands(x, plan)
-    xc = S.channelize(x, plan.channels).astype(np.complex128)
-    index = {c: i for i, c in enumerate(plan.channels)}
     out = {"gpu_vs_float64": 0.0, "twin_vs_float64": 0.0, "gpu_vs_twin": 0.0, "subband_vs_single_rate": 0.0,
            "correlation_with_single_rate_min": 1.0}
     for t, (a, b, d) in enumerate(templates):
-        mine = [r for r in plan.rows if r.template == t]
-        rows = [S.channel_row_reference(xc[index[r.channel]], r.a, r.b, r.d) for r in mine]
-        ref = S.synthesis_reference(rows, [r.channel for r in mine], x.size)
+        ref = S.template_reference(x, plan, t)
         single = filter_bank_numba(x, a[None, :], b[None, :], d[None, :])[0]
         inner = slice(int(d.max()) + 4096, x.size - 4096)
         peak = np.abs(ref[inner]).max()
@@ -142,14 +138,37 @@ def main(argv=None):
         key = f"{launch.f},{launch.w}" + (f",ring{launch.ring.size}" if launch.ring else "")
         layouts[key] = {"rows": launch.n_slots,
                         "s": _gpu_median(partial(K.channel_rows_cuda, xc, plan, False, i), args.repeat)}
+    if plan.nested is not None:  # the nested channels alone: their analysis, rows, synthesis
+        sub = plan.nested
+        xs = S.sub_channelize(xc, plan)
+        sub_rows = K.channel_rows_cuda(xs, sub)
+        parts["nested_channelize"] = _gpu_median(partial(S.sub_channelize, xc, plan), args.repeat)
+        parts["nested_rows"] = _gpu_median(partial(K.channel_rows_cuda, xs, sub), args.repeat)
+        parts["nested_synthesis"] = _gpu_median(partial(K.run_sub_synthesis, sub_rows, xs.shape[1], sub, dp.into,
+                                                        rows, n_low), args.repeat)
+        for i, launch in enumerate(K.device_plan(sub).launches):
+            key = f"nested {launch.f},{launch.w}" + (f",ring{launch.ring.size}" if launch.ring else "")
+            layouts[key] = {"rows": launch.n_slots,
+                            "s": _gpu_median(partial(K.channel_rows_cuda, xs, sub, False, i), args.repeat)}
+        del xs, sub_rows
     out["synthesis_launches"] = {str(r): int(which.size) for r, which in dp.synth_launches}
     del rows
     cupy.get_default_memory_pool().free_all_blocks()
     whole = _gpu_median(partial(S.filter_subbands, x, plan), args.repeat)
     out["subbands"] = {"median_s": whole, "template_seconds_per_gpu_second": args.templates * args.seconds / whole,
                        "parts_s": parts, "layouts": layouts, "rows": len(plan.rows), "channels": len(plan.channels),
-                       "updates_per_sample": plan.updates_per_sample()}
+                       "virtual_rows": len(plan.virtual), "updates_per_sample": plan.updates_per_sample()}
     print("subbands", json.dumps(out["subbands"]), flush=True)
+    # the same templates without nested channels, in the same run
+    flat = S.channel_plan((filters * copies)[: args.templates], fs, nest=False)
+    flat_s = _gpu_median(partial(S.filter_subbands, x, flat), args.repeat)
+    out["subbands_without_nesting"] = {"median_s": flat_s, "updates_per_sample": flat.updates_per_sample(),
+                                       "template_seconds_per_gpu_second": args.templates * args.seconds / flat_s,
+                                       "synthesis_launches": {str(r): int(w.size) for r, w in
+                                                              K.device_plan(flat).synth_launches}}
+    print("subbands without nesting", json.dumps(out["subbands_without_nesting"]), flush=True)
+    del flat
+    cupy.get_default_memory_pool().free_all_blocks()
     # the bank's own path: filter_templates of a bank built with spiir.subbands (chunk origin and all)
     sub_cfg = cfg.model_copy(update={"spiir": cfg.spiir.model_copy(update=everyone)})
     sub_bank = pack((in_channels * copies)[: args.templates], sub_cfg, psd, templates)

@@ -399,6 +399,99 @@ __global__ void channelize(const float* __restrict__ x, const long long n, const
     }
     out[(long long)i * n_low + j] = make_float2(re, im);
 }
+
+// Nested channels, analysis: the sub-channels of complex channel series (module docstring):
+// out[i, m] = sum_k p[k] X[m E - H + k] e^{-i pi s_i (m E - H + k) / E}, X = x[parent[i]] (rows of
+// x_stride samples, n valid), s_i the sub-channel, one thread per (i, m).
+__global__ void sub_channelize(const float2* __restrict__ x, const long long x_stride, const long long n,
+                               const int* __restrict__ parent, const int* __restrict__ sub,
+                               const float* __restrict__ p, const int n_taps, const int E,
+                               float2* __restrict__ out, const long long n_low)
+{
+    const long long m = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int i = blockIdx.y;
+    if (m >= n_low) return;
+    const float2* src = x + (long long)parent[i] * x_stride;
+    const int s = sub[i], period = 2 * E, half = (n_taps - 1) / 2;
+    const long long t0 = m * E - half;
+    float re = 0.0f, im = 0.0f;
+    for (int k = 0; k < n_taps; ++k) {
+        const long long tk = t0 + k;
+        if (tk < 0 || tk >= n) continue;
+        const float2 v = __ldg(src + tk);
+        float sn, co;
+        sincospif(-(float)((((int)(tk % period)) * s % period + period) % period) / (float)E, &sn, &co);
+        const float vr = p[k] * v.x, vi = p[k] * v.y;
+        re = fmaf(vr, co, fmaf(-vi, sn, re));
+        im = fmaf(vr, sn, fmaf(vi, co, im));
+    }
+    out[(long long)i * n_low + m] = make_float2(re, im);
+}
+
+// Nested channels, synthesis: virtual row v's sub-channel rows (rows_of / chan_of: (V, 2,
+// MAX_PER_PARITY), -1 after the last; chan_of the sub-channel mod 2E) back at the channel rate,
+// added to row into[v] of out: out[into[v], j] += sum_r e^{i pi s_r j / E} sum_m W_r[m] g[j - m E + H]
+// (g = E p, 2 H + 1 taps).  One thread per (v, sub-channel sample n) makes the E outputs j = n E + q:
+// they read W_r[n - 5 ... n + 5] (m = n - i, tap i E + q + H), loaded once for all E, and the
+// modulation is (-1)^(s n) e^{i pi s q / E}.
+__global__ void sub_synthesize(const float2* __restrict__ w, const long long w_stride, const long long n_sub,
+                               const int* __restrict__ rows_of, const int* __restrict__ chan_of,
+                               const float* __restrict__ g, const int* __restrict__ into,
+                               float2* __restrict__ out, const long long out_stride, const long long n_out)
+{
+    constexpr int E = NEST, H = NEST_HALF, M = H / E;  // i in [-M, M]
+    const long long n = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int v = blockIdx.y;
+    if (n * E >= n_out) return;
+    float taps[E][2 * M + 1];
+#pragma unroll
+    for (int q = 0; q < E; ++q)
+#pragma unroll
+        for (int i = -M; i <= M; ++i) {
+            const int idx = i * E + q + H;
+            taps[q][i + M] = (idx >= 0 && idx <= 2 * H) ? g[idx] : 0.0f;
+        }
+    float zr[E], zi[E];
+#pragma unroll
+    for (int q = 0; q < E; ++q) { zr[q] = 0.0f; zi[q] = 0.0f; }
+    for (int par = 0; par < 2; ++par) {
+        for (int u = 0; u < MAX_PER_PARITY; ++u) {
+            const int base = (v * 2 + par) * MAX_PER_PARITY + u;
+            const int r = rows_of[base];
+            if (r < 0) break;
+            const int s = chan_of[base];
+            const float2* src = w + (long long)r * w_stride;
+            float2 win[2 * M + 1];
+#pragma unroll
+            for (int i = -M; i <= M; ++i) {
+                const long long m = n - i;
+                win[i + M] = (m >= 0 && m < n_sub) ? __ldg(src + m) : make_float2(0.0f, 0.0f);
+            }
+            const float flip = ((s & 1) && (n & 1)) ? -1.0f : 1.0f;  // (-1)^(s n)
+#pragma unroll
+            for (int q = 0; q < E; ++q) {
+                float sr = 0.0f, si = 0.0f;
+#pragma unroll
+                for (int i = 0; i <= 2 * M; ++i) {
+                    sr = fmaf(taps[q][i], win[i].x, sr);
+                    si = fmaf(taps[q][i], win[i].y, si);
+                }
+                float sn, co;
+                sincospif((float)((s * q) % (2 * E)) / (float)E, &sn, &co);
+                co *= flip; sn *= flip;
+                zr[q] = fmaf(sr, co, fmaf(-si, sn, zr[q]));
+                zi[q] = fmaf(sr, sn, fmaf(si, co, zi[q]));
+            }
+        }
+    }
+    float2* dst = out + (long long)into[v] * out_stride + n * E;
+#pragma unroll
+    for (int q = 0; q < E; ++q) {
+        if (n * E + q >= n_out) break;
+        const float2 o = dst[q];
+        dst[q] = make_float2(o.x + zr[q], o.y + zi[q]);
+    }
+}
 """
 
 
@@ -421,14 +514,17 @@ def synth_name(r: int) -> str:
 
 NAME_EXPRESSIONS = (tuple(chan_name(f, w, o) for f, w in LAYOUTS for o in (True, False))
                     + tuple(ring_name(f, o) for f in RING_FILTERS for o in (True, False))
-                    + ("chan_scan", "channelize") + tuple(synth_name(r) for r in SYNTH_ROWS))
+                    + ("chan_scan", "channelize", "sub_channelize", "sub_synthesize")
+                    + tuple(synth_name(r) for r in SYNTH_ROWS))
 
 
 def source() -> str:
     from gwbatch.spiir._cuda import REDUCTION
 
+    from gwbatch.spiir.subbands import NEST, TAPS_PER_PHASE
+
     return (REDUCTION + f"#define MAX_PER_PARITY {MAX_PER_PARITY}\n#define SYNTH_THREADS {SYNTH_THREADS}\n"
-            + SOURCE)
+            f"#define NEST {NEST}\n#define NEST_HALF {TAPS_PER_PHASE * NEST // 2}\n" + SOURCE)
 
 
 @functools.cache
@@ -506,6 +602,7 @@ class DevicePlan:
     n_rows: int
     streams: tuple
     synth_launches: tuple
+    into: object = None  # the rows the nested plan's virtual rows are added to (int32)
 
 
 #: Wide rows (W = 32) read their input through a shared-memory ring (``chan_ring``) when their
@@ -621,7 +718,7 @@ def device_plan(plan, ring: bool = True) -> DevicePlan:
     ``chan_ring``, else all through ``chan_iir``)."""
     import cupy
 
-    from gwbatch.spiir.subbands import DECIMATION, prototype
+    from gwbatch.spiir.subbands import prototype
 
     key = (id(plan), ring)
     cached = _PLANS.get(key)
@@ -643,14 +740,15 @@ def device_plan(plan, ring: bool = True) -> DevicePlan:
     rows_of = np.full((plan.n_templates, 2, MAX_PER_PARITY), -1, np.int32)
     rows_of[:, :, :per] = plan.rows_of
     chan_of = np.where(rows_of >= 0, plan.row_channels[np.maximum(rows_of, 0)], 0)
-    pad = int(max(int(r.d.max()) for r in plan.rows)) + NB
+    pad = int(max((int(r.d.max()) for r in plan.rows), default=0)) + NB
     counts = (rows_of >= 0).sum(axis=2).max(axis=1)
     bucket = np.searchsorted(np.asarray(SYNTH_ROWS), counts)  # the smallest R >= the template's count
     synth = tuple((SYNTH_ROWS[k], cupy.asarray(np.flatnonzero(bucket == k).astype(np.int32)))
                   for k in np.unique(bucket))
     dp = DevicePlan(tuple(launches), cupy.asarray(rows_of), cupy.asarray(chan_of.astype(np.int32)),
-                    cupy.asarray((DECIMATION * prototype()).astype(np.float32)), pad, len(plan.rows),
-                    tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches), synth)
+                    cupy.asarray((plan.decimation * prototype(plan.decimation)).astype(np.float32)), pad, plan.n_rows,
+                    tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches), synth,
+                    cupy.asarray(np.asarray(plan.into, np.int32)) if plan.into else None)
     _PLANS[key] = (plan, dp)  # the plan is kept with its arrays, so its id is not reused meanwhile
     while len(_PLANS) > PLANS_KEPT:
         _PLANS.popitem(last=False)
@@ -689,10 +787,11 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_valid: int, streams=None,
-             target: int = ROW_WARPS) -> None:
+             target: int = ROW_WARPS, join: bool = True) -> list:
     """Every :class:`RowLaunch` (``chan_iir`` or ``chan_ring``), each on its own stream of
     ``streams`` when given, in time segments (:func:`segments_for`): the segments' end states from
-    zero, ``chan_scan``, then the segments from their true states."""
+    zero, ``chan_scan``, then the segments from their true states.  ``join``: the current stream
+    waits for them; else their streams' events are returned for the caller to wait on."""
     import cupy
 
     mod = _module()
@@ -731,8 +830,11 @@ def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_v
             _kernel(mod, name(True), shared)(grid, (threads,), (*head, init, None, out, *tail), shared_mem=shared)
         if streams:
             done.append(stream.record())
+    if not join:
+        return done
     for event in done:
         current.wait_event(event)
+    return []
 
 
 def _kernel(mod, name: str, shared: int):
@@ -785,21 +887,100 @@ def channelize(x, channels):
     return out
 
 
-def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, target: int = ROW_WARPS,
-                      ring: bool = True):
-    """Every channel row of ``plan`` over the channels ``xc``: ``(rows, n_pad)`` complex64 (every
-    sample of every row is written: zeros from ``n_low`` on; ``ring`` False: every row through
-    ``chan_iir``)."""
+def sub_channelize(xc, parent: np.ndarray, sub: np.ndarray):
+    """:func:`gwbatch.spiir.subbands.sub_channelize` on the GPU: the sub-channels ``sub`` of the
+    channel rows ``parent`` of ``xc`` at decimation :data:`~gwbatch.spiir.subbands.NEST`."""
     import cupy
 
+    from gwbatch.spiir.subbands import NEST
+
+    xc = cupy.ascontiguousarray(xc, dtype=cupy.complex64)
+    n = xc.shape[1]
+    n_low = -(-n // NEST)
+    on_device, taps = _nested_constants(tuple(int(v) for v in parent), tuple(int(v) for v in sub),
+                                        cupy.cuda.Device().id)
+    out = cupy.empty((len(sub), n_low), dtype=cupy.complex64)
+    _module().get_function("sub_channelize")(
+        (-(-n_low // 256), len(sub)), (256,),
+        (xc, cupy.int64(n), cupy.int64(n), on_device[0], on_device[1], taps, cupy.int32(taps.size), cupy.int32(NEST),
+         out, cupy.int64(n_low)))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _nested_constants(parent: tuple[int, ...], sub: tuple[int, ...], device: int):
+    """The nested analysis's parents and sub-channels and its FIR (float32) on ``device``."""
+    import cupy
+
+    from gwbatch.spiir.subbands import NEST, prototype
+
+    with cupy.cuda.Device(device):
+        return ((cupy.asarray(np.asarray(parent, np.int32)), cupy.asarray(np.asarray(sub, np.int32))),
+                cupy.asarray(prototype(NEST).astype(np.float32)))
+
+
+def run_sub_synthesis(w, n_sub: int, sub_plan, into, out, n_out: int) -> None:
+    """``sub_synthesize``: the nested plan's rows ``w`` added at the channel rate to rows ``into`` of
+    ``out``."""
+    import cupy
+
+    dp = device_plan(sub_plan)
+    n_blocks = -(-n_out // sub_plan.decimation)
+    _module().get_function("sub_synthesize")(
+        (-(-n_blocks // 128), sub_plan.n_templates), (128,),
+        (w, cupy.int64(w.shape[1]), cupy.int64(n_sub), dp.rows_of, dp.chan_of, dp.taps, into, out,
+         cupy.int64(out.shape[1]), cupy.int64(n_out)))
+
+
+def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, target: int = ROW_WARPS,
+                      ring: bool = True):
+    """Every channel row of ``plan`` over the channels ``xc``, the nested channels' rows added
+    (:func:`gwbatch.spiir.subbands.all_rows`): ``(plan.n_rows, n_pad)`` complex64 (every sample of
+    every row is written: zeros from ``n_low`` on; ``ring`` False: every row through ``chan_iir``;
+    ``only``: that launch alone, no nested rows).  The nested rows run on their own streams beside
+    the others; their synthesis adds them once both are done."""
+    import cupy
+
+    from gwbatch.spiir.subbands import sub_channelize
+
     dp = device_plan(plan, ring)
+    nested = plan.nested is not None and only is None
+    xs_sub = sub_channelize(xc, plan) if nested else None
+    # the inputs the launches read stay referenced until the current stream has waited for them (the
+    # memory pool would otherwise give their memory to the next allocation on the current stream)
+    out, done, inputs = _launch_rows(xc, plan, dp, streams, only, target)
+    current = cupy.cuda.get_current_stream()
+    if nested:
+        sub_dp = device_plan(plan.nested, ring)
+        sub_rows, sub_done, sub_inputs = _launch_rows(xs_sub, plan.nested, sub_dp, streams, None, target)
+        for event in done + sub_done:
+            current.wait_event(event)
+        run_sub_synthesis(sub_rows, xs_sub.shape[1], plan.nested, dp.into, out, xc.shape[1])
+        del sub_inputs
+    else:
+        for event in done:
+            current.wait_event(event)
+    del inputs
+    return out
+
+
+def _launch_rows(xc, plan, dp: DevicePlan, streams: bool, only, target: int):
+    """The rows of ``plan`` launched (each layout on its stream when ``streams``): ``(out, events,
+    input)``, the current stream to wait on the events before it reads ``out`` or lets the input go."""
+    import cupy
+
     n_low = xc.shape[1]
     n_pad = -(-n_low // NB) * NB
-    xs, plane, row4 = shifted_channels(xc, dp.pad, n_pad)
     out = cupy.empty((dp.n_rows, n_pad), dtype=cupy.complex64)
+    if dp.n_rows > len(plan.rows):
+        out[len(plan.rows):] = 0  # the virtual rows of their own
+    if not plan.rows:
+        return out, [], None
+    xs, plane, row4 = shifted_channels(xc, dp.pad, n_pad)
     launches = dp.launches if only is None else (dp.launches[only],)
-    run_rows(xs, plane, row4, dp.pad, n_pad, launches, out, n_low, dp.streams if streams else None, target)
-    return out
+    done = run_rows(xs, plane, row4, dp.pad, n_pad, launches, out, n_low, dp.streams if streams else None, target,
+                    join=False)
+    return out, done, xs
 
 
 def synthesize_cuda(rows, plan, n_low: int, n_out: int, segment: int = SYNTH_SEGMENT):

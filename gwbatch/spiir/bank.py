@@ -52,7 +52,7 @@ class BuiltTemplate:
     a: np.ndarray  # at each filter's own rate (multi-rate: ``to_rate``)
     b: np.ndarray
     d: np.ndarray
-    level: np.ndarray  # int8: each filter runs at sample_rate / 2^level
+    level: np.ndarray  # int8: each filter runs at sample_rate / 2^level (sub-bands: channel rate / 2^level)
     epsilon: float
     overlap: float  # of the response the bank runs (multi-rate when levels are used)
     overlap_single: float  # of the same filters all at the top rate
@@ -118,8 +118,8 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
     sigma = float(np.sqrt(4.0 * delta_f * np.sum(np.abs(htilde[band]) ** 2 / s[band])))
     channels = _subbands(filt, target, cfg) if sp.multirate and sp.subbands else None
     if channels is not None:
-        a, b, d, channel, ov, latency, autocorr = channels
-        return BuiltTemplate(template, a, b, d, np.zeros(a.size, np.int8), filt.epsilon, ov, filt.overlap, h.size,
+        a, b, d, channel, level, ov, latency, autocorr = channels
+        return BuiltTemplate(template, a, b, d, level, filt.epsilon, ov, filt.overlap, h.size,
                              latency, latency - (h.size - 1 - filt.peak_offset), sigma, autocorr,
                              channel.astype(np.int8), True)
     moved = _multirate(filt, target, cfg) if sp.multirate else None
@@ -133,15 +133,15 @@ def build_template(template: Template, cfg: BankConfig, psd: PSD) -> BuiltTempla
 
 
 def _subbands(filt, target: Target, cfg: BankConfig):
-    """The template's filters in sub-band channels (:mod:`gwbatch.spiir.subbands`) when their response
-    keeps the single-rate overlap within ``spiir.multirate_tolerance``: ``(a, b, d, channel, overlap,
-    latency, autocorrelation)`` at the channel rate, normalised on that response; else None.  The
+    """The template's filters in sub-band channels (:mod:`gwbatch.spiir.subbands`, the slowly decaying
+    ones in nested channels) when their response keeps the single-rate overlap within
+    ``spiir.multirate_tolerance``: ``(a, b, d, channel, level, overlap, latency, autocorrelation)`` at the channel rate, normalised on that response; else None.  The
     short-lived filters' amplitudes are fitted again through the channels
     (:func:`gwbatch.spiir.subbands.refit_short_filters`) where that raises the overlap."""
     sp = cfg.spiir
-    a, b, d, channel = subbands.move_template(filt.a, filt.b, filt.d, cfg.sample_rate)
-    if subbands.plan_of([(a, b, d, channel)]).rows_of.shape[2] > subbands.MAX_ROWS_PER_PARITY:
-        return None  # more channel rows than the synthesis kernel holds: the ladder
+    a, b, d, channel, level = subbands.move_template(filt.a, filt.b, filt.d, cfg.sample_rate)
+    if subbands.plan_of([(a, b, d, channel, level)]).most_rows_per_parity() > subbands.MAX_ROWS_PER_PARITY:
+        return None  # more channel rows than the synthesis kernels hold: the ladder
     start = subbands.IMPULSE_AT
     response, first = subbands.impulse_response(filt.a, filt.b, filt.d, cfg.sample_rate, start)
     ov, lag, autocorr = target.match(response, lead=start - first, lags=sp.autocorrelation_lags)
@@ -152,12 +152,12 @@ def _subbands(filt, target: Target, cfg: BankConfig):
         b_new, response_new = refit
         ov_new, lag_new, autocorr_new = target.match(response_new, lead=start - first, lags=sp.autocorrelation_lags)
         if ov_new > ov:
-            a, b, d, channel = subbands.move_template(filt.a, b_new, filt.d, cfg.sample_rate)
+            a, b, d, channel, level = subbands.move_template(filt.a, b_new, filt.d, cfg.sample_rate)
             response, ov, lag, autocorr = response_new, ov_new, lag_new, autocorr_new
     if ov < filt.overlap - sp.multirate_tolerance:
         return None
     b = b * np.sqrt(2.0 / np.sum(np.abs(response) ** 2))
-    return a, b, d, channel, ov, target.values.size - 1 + lag, autocorr
+    return a, b, d, channel, level, ov, target.values.size - 1 + lag, autocorr
 
 
 #: Multi-rate attempts per template: a filter's rate keeps at least this many of its samples per
@@ -259,7 +259,8 @@ class FilterBank:
     a: np.ndarray  # (T, L) complex64, padding a = b = 0; each filter at its own rate
     b: np.ndarray
     d: np.ndarray  # (T, L) int32, in samples of the filter's rate
-    level: np.ndarray  # (T, L) int8: filter runs at sample_rate / 2^level (0 for sub-band templates)
+    level: np.ndarray  # (T, L) int8: filter runs at sample_rate / 2^level (sub-band templates: at the
+    # channel rate / 2^level, subbands.NEST_LEVEL in nested channels)
     autocorr: np.ndarray  # (T, 2m+1) complex64
     psd: PSD
     fingerprint: str
@@ -279,8 +280,10 @@ class FilterBank:
 
     @property
     def levels(self) -> int:
-        """The lowest rung of the rate ladder the bank uses (0: single-rate, or sub-bands alone)."""
-        return int(self.level.max()) if self.level.size else 0
+        """The lowest rung of the rate ladder the bank's ladder templates use (0: single-rate, or
+        sub-bands alone: a sub-band template's ``level`` is its filters' nesting)."""
+        ladder = self.level[~self.subband]
+        return int(ladder.max()) if ladder.size else 0
 
     @functools.cached_property
     def parts(self) -> tuple[tuple[np.ndarray, "FilterBank"], ...]:
@@ -298,7 +301,7 @@ class FilterBank:
         """The channel rows of a bank of sub-band templates (:func:`gwbatch.spiir.subbands.plan_of`)."""
         if not self.subband.all():
             raise ValueError("channel_plan is for a bank whose templates are all in sub-bands (see parts)")
-        return subbands.plan_of(list(zip(self.a, self.b, self.d, self.channel)))
+        return subbands.plan_of(list(zip(self.a, self.b, self.d, self.channel, self.level)))
 
     @functools.cached_property
     def level_sets(self) -> dict[int, tuple]:
@@ -319,7 +322,7 @@ class FilterBank:
     def updates_per_sample(self) -> np.ndarray:
         """Filter updates per top-rate sample, per template (the single-rate count is ``n_filters``)."""
         used = self.b != 0
-        rate = np.where(self.subband[:, None], 1.0 / subbands.DECIMATION, 2.0 ** -self.level.astype(np.float64))
+        rate = 2.0 ** -self.level.astype(np.float64) / np.where(self.subband[:, None], subbands.DECIMATION, 1)
         return np.sum(np.where(used, rate, 0.0), axis=1)
 
     @property
@@ -358,6 +361,11 @@ class FilterBank:
         if self.subband.any():
             said.append(f"{int(self.subband.sum())} of {self.size} templates in {subbands.CHANNELS} sub-band channels "
                         f"at {self.sample_rate / subbands.DECIMATION:g} Hz")
+            used = (self.b != 0) & self.subband[:, None]
+            nested = int((used & (self.level > 0)).sum())
+            if nested:
+                said.append(f"{nested / max(1, int(used.sum())):.0%} of their filters in nested channels at "
+                            f"{self.sample_rate / subbands.DECIMATION / subbands.NEST:g} Hz")
         return "; ".join(said)
 
     def summary(self) -> str:

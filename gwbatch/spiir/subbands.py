@@ -66,7 +66,7 @@ def prototype(decimation: int = DECIMATION, taps: int = TAPS_PER_PHASE, beta: fl
     return p
 
 
-def filter_channels(a: np.ndarray, sample_rate: float, decimation: int = DECIMATION) -> np.ndarray:
+def filter_channels(a, sample_rate: float, decimation: int = DECIMATION) -> np.ndarray:
     """Each filter's channel: the nearest multiple of ``S = R / (2 D)`` to its frequency (int64)."""
     spacing = sample_rate / (2 * decimation)
     return np.round(np.angle(a) / (2 * np.pi) * sample_rate / spacing).astype(np.int64)
@@ -82,6 +82,29 @@ def to_channels(a, b, d, channel, decimation: int = DECIMATION):
     shifted = a * np.exp(-1j * w)
     low_d = -(-d // decimation)
     return shifted ** decimation, decimation * b * np.exp(-1j * w * d) * shifted ** (low_d * decimation - d), low_d
+
+
+#: Nested channels: a filter decaying more slowly than :data:`NEST_DECAY` top-rate samples per
+#: e-folding runs in a sub-channel of its channel, ``NEST`` times slower again (``R / (D NEST)``,
+#: 64 Hz at 4096 Hz; eight samples per e-folding or more there).  The sub-channels are a second DFT
+#: filter bank of the same form (``2 NEST`` channels ``S / NEST`` apart, 2x oversampled) over the
+#: channel's series, and their rows are synthesized back into it at the channel rate, where they
+#: join the channel's other rows (module docstring, "Nested channels").
+NEST = 4
+NEST_DECAY = 512
+#: A nested filter's level (the bank's ``level``: the filter runs at ``R / D / 2^level``).
+NEST_LEVEL = int(np.log2(NEST))
+
+
+def parent_of(fine) -> np.ndarray:
+    """The channel holding sub-channel ``fine`` (a channel on the grid ``S / NEST``):
+    ``floor((fine + NEST / 2) / NEST)``, so a channel's sub-channels are ``k = -NEST/2 ... NEST/2 - 1``."""
+    return (np.asarray(fine, np.int64) + NEST // 2) // NEST
+
+
+def nested_filters(a) -> np.ndarray:
+    """Which single-rate filters (pole ``a`` at the top rate) run in sub-channels (bool)."""
+    return -1.0 / np.log(np.maximum(np.abs(np.asarray(a)), 1e-300)) > NEST_DECAY
 
 
 #: Filters of the widest channel row (the widest kernel layout: 32 lanes of 8), and the most rows of
@@ -104,112 +127,201 @@ def row_parts(count: int) -> list[int]:
 
 @dataclass(frozen=True)
 class ChannelRow:
-    """One channel row: a template's filters of one channel (or a part of them), at the channel rate."""
+    """One channel row: a template's filters of one channel (or a part of them), at the channel rate;
+    in a nested plan, a virtual row's filters of one sub-channel."""
 
-    template: int
-    channel: int  # signed channel number (its modulation is ``e^{i pi c t / D}``)
+    template: int  # the template (nested plan: the virtual row) it is synthesized into
+    channel: int  # signed channel number in its filter bank (its modulation is ``e^{i pi c t / D}``)
     a: np.ndarray  # complex, at the channel rate
     b: np.ndarray
     d: np.ndarray  # int64, channel samples
+    source: int | None = None  # the series it reads (nested rows: the fine channel); None: ``channel``
+
+    @property
+    def reads(self) -> int:
+        return self.channel if self.source is None else self.source
 
 
 @dataclass(frozen=True)
 class ChannelPlan:
     """A bank's channel rows, the channels they read (sorted) and, per template and channel parity,
-    its rows (``-1`` after the last): what both backends run."""
+    its rows (``-1`` after the last): what both backends run.  The rows of a template's slowly
+    decaying filters are a nested plan (``nested``, decimation :data:`NEST`, its templates the
+    virtual rows): virtual row ``v`` of template and channel ``virtual[v]`` is synthesized at this
+    plan's rate and added to row ``into[v]``, the template's first row of that channel, so the synthesis sums
+    no more rows than before; a template without one there has a row of its own for it, numbered
+    from ``len(rows)`` on."""
 
     rows: tuple[ChannelRow, ...]
     channels: tuple[int, ...]
     rows_of: np.ndarray  # (T, 2, per_parity) int32
+    decimation: int = DECIMATION
+    virtual: tuple[tuple[int, int], ...] = ()  # each virtual row's template and channel
+    into: tuple[int, ...] = ()  # the row each virtual row is added to (from len(rows) on: rows of their own)
+    nested: "ChannelPlan | None" = None
 
     @property
     def n_templates(self) -> int:
         return int(self.rows_of.shape[0])
 
     @property
+    def n_rows(self) -> int:
+        """Rows the synthesis reads: the filters' rows and the virtual rows of their own."""
+        return max([len(self.rows) - 1, *self.into]) + 1
+
+    @property
     def filters(self) -> int:
         return int(sum(r.a.size for r in self.rows))
 
+    def most_rows_per_parity(self) -> int:
+        """The most rows of one parity a template (or a virtual row of the nested plan) has."""
+        counts = (self.rows_of >= 0).sum(axis=2)
+        nested = self.nested.most_rows_per_parity() if self.nested is not None else 0
+        return max(int(counts.max(initial=0)), nested)
+
     def updates_per_sample(self) -> float:
-        """Filter updates per top-rate sample and template."""
-        return self.filters / self.n_templates / DECIMATION
+        """Filter updates per top-rate sample and template (the nested plan's at its rate)."""
+        nested = self.nested.filters / (self.decimation * self.nested.decimation) if self.nested else 0.0
+        return (self.filters / self.decimation + nested) / self.n_templates
 
     @functools.cached_property
     def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The rows' filters as padded ``(rows, widest)`` arrays ``a``, ``b`` (complex64, padding 0)
-        and ``d`` (int64), and each row's channel as its index in :attr:`channels` (made once per plan:
-        both backends read them chunk after chunk)."""
-        width = max(r.a.size for r in self.rows)
+        and ``d`` (int64), and the series each row reads as its index in :attr:`channels` (made once
+        per plan: both backends read them chunk after chunk)."""
+        width = max((r.a.size for r in self.rows), default=1)
         a = np.zeros((len(self.rows), width), np.complex64)
         b = np.zeros_like(a)
         d = np.zeros((len(self.rows), width), np.int64)
         for i, r in enumerate(self.rows):
             a[i, : r.a.size], b[i, : r.a.size], d[i, : r.a.size] = r.a, r.b, r.d
         index = {c: i for i, c in enumerate(self.channels)}
-        return a, b, d, np.array([index[r.channel] for r in self.rows], np.int64)
+        return a, b, d, np.array([index[r.reads] for r in self.rows], np.int64)
 
     @functools.cached_property
     def row_channels(self) -> np.ndarray:
-        """Each row's channel modulo :data:`CHANNELS` (the synthesis' DFT is periodic in it), int64."""
-        return np.array([r.channel % CHANNELS for r in self.rows], np.int64)
+        """Each row's channel modulo ``2 D`` (the synthesis' DFT is periodic in it), the virtual rows
+        after the filters' rows, int64."""
+        out = np.zeros(self.n_rows, np.int64)
+        out[: len(self.rows)] = [r.channel for r in self.rows]
+        for (_, c), i in zip(self.virtual, self.into):
+            out[i] = c
+        return out % (2 * self.decimation)
 
 
-def move_template(a, b, d, sample_rate: float):
-    """A template's single-rate filters in their channels: ``(a', b', d', channel)`` (module docstring)."""
+def move_template(a, b, d, sample_rate: float, nest: bool = True):
+    """A template's single-rate filters in their channels: ``(a', b', d', channel, level)`` (module
+    docstring).  A filter that decays slowly (:func:`nested_filters`, when ``nest``) goes to its
+    sub-channel: ``channel`` is then on the grid ``S / NEST`` (:func:`parent_of` its channel), its
+    ``a', b', d'`` at ``R / (D NEST)`` and ``level`` :data:`NEST_LEVEL`; the others' level is 0."""
+    a = np.asarray(a, np.complex128)
+    b = np.asarray(b, np.complex128)
+    d = np.asarray(d, np.int64)
     channel = filter_channels(a, sample_rate)
-    return (*to_channels(a, b, d, channel), channel)
+    slow = nested_filters(a) if nest else np.zeros(a.size, bool)
+    fine = filter_channels(a[slow], sample_rate, DECIMATION * NEST)
+    channel[slow] = parent_of(fine)
+    la, lb, ld = to_channels(a, b, d, channel)
+    la[slow], lb[slow], ld[slow] = to_channels(la[slow], lb[slow], ld[slow], fine - NEST * channel[slow], NEST)
+    channel[slow] = fine
+    return la, lb, ld, channel, np.where(slow, NEST_LEVEL, 0).astype(np.int8)
+
+
+def _rows_of(rows: list, n_templates: int, extra=()) -> np.ndarray:
+    """Per template and channel parity, the indices of its rows (``rows`` then the ``extra`` rows,
+    each ``(template, channel)``, numbered after them), ``-1`` after the last."""
+    keys = [(r.template, r.channel) for r in rows] + list(extra)
+    counts = np.zeros((n_templates, 2), np.int64)
+    for t, c in keys:
+        counts[t, c % 2] += 1
+    rows_of = np.full((n_templates, 2, max(1, int(counts.max(initial=0)))), -1, np.int32)
+    fill = np.zeros_like(counts)
+    for i, (t, c) in enumerate(keys):
+        rows_of[t, c % 2, fill[t, c % 2]] = i
+        fill[t, c % 2] += 1
+    return rows_of
+
+
+def _group_rows(owner: int, a, b, d, channel, source=None) -> list:
+    """One owner's filters grouped by channel (and source), sorted by delay, in :func:`row_parts`."""
+    rows = []
+    key = channel if source is None else source
+    for ch in np.unique(key).tolist():
+        mine = np.flatnonzero(key == ch)
+        mine = mine[np.argsort(d[mine], kind="stable")]
+        lo = 0
+        for size in row_parts(mine.size):
+            part = mine[lo: lo + size]
+            lo += size
+            rows.append(ChannelRow(owner, int(channel[part[0]]), a[part], b[part], d[part].astype(np.int64),
+                                   None if source is None else int(ch)))
+    return rows
 
 
 def plan_of(moved) -> ChannelPlan:
-    """The channel rows of templates whose filters are in their channels (each ``(a', b', d', channel)``,
-    :func:`move_template`; padding ``b' = 0`` is left out): each template's filters grouped by channel,
-    sorted by delay, in :func:`row_parts`."""
-    rows = []
-    for t, (a, b, d, c) in enumerate(moved):
-        a, b, d, c = (np.asarray(v) for v in (a, b, d, c))
+    """The channel rows of templates whose filters are in their channels (each ``(a', b', d',
+    channel[, level])``, :func:`move_template`; padding ``b' = 0`` is left out): each template's
+    filters grouped by channel, sorted by delay, in :func:`row_parts`.  Nested filters (level
+    :data:`NEST_LEVEL`) make the nested plan: one virtual row per template and channel holding them
+    (its ``templates``), rows by sub-channel ``k`` reading the series of their fine channel."""
+    rows, sub_rows, virtual, own = [], [], [], []
+    for t, entry in enumerate(moved):
+        a, b, d, c = (np.asarray(v) for v in entry[:4])
+        level = np.asarray(entry[4]) if len(entry) > 4 else np.zeros(a.size, np.int8)
         used = b != 0
-        for ch in np.unique(c[used]).tolist():
-            mine = np.flatnonzero(used & (c == ch))
-            mine = mine[np.argsort(d[mine], kind="stable")]
-            lo = 0
-            for size in row_parts(mine.size):
-                part = mine[lo: lo + size]
-                lo += size
-                rows.append(ChannelRow(t, int(ch), a[part], b[part], d[part].astype(np.int64)))
-    counts = np.zeros((len(moved), 2), np.int64)
-    for r in rows:
-        counts[r.template, r.channel % 2] += 1
-    rows_of = np.full((len(moved), 2, max(1, int(counts.max(initial=0)))), -1, np.int32)
-    fill = np.zeros_like(counts)
-    for i, r in enumerate(rows):
-        par = r.channel % 2
-        rows_of[r.template, par, fill[r.template, par]] = i
-        fill[r.template, par] += 1
-    return ChannelPlan(tuple(rows), tuple(sorted({r.channel for r in rows})), rows_of)
+        top = used & (level == 0)
+        first_row = len(rows)
+        rows.extend(_group_rows(t, a[top], b[top], d[top], c[top]))
+        slow = used & (level != 0)
+        if not slow.any():
+            continue
+        fine = c[slow].astype(np.int64)
+        parent = parent_of(fine)
+        for p in np.unique(parent).tolist():
+            mine = parent == p
+            into = next((i for i in range(first_row, len(rows)) if rows[i].channel == p), None)
+            if into is None:  # no row of the template in this channel: the virtual row is one of its own
+                own.append((t, int(p)))
+            virtual.append((t, int(p), into))
+            sub_rows.extend(_group_rows(len(virtual) - 1, a[slow][mine], b[slow][mine], d[slow][mine],
+                                        fine[mine] - NEST * p, fine[mine]))
+    nested = None
+    if virtual:
+        nested = ChannelPlan(tuple(sub_rows), tuple(sorted({r.source for r in sub_rows})),
+                             _rows_of(sub_rows, len(virtual)), NEST)
+    count = len(rows)
+    into = []
+    for *_, i in virtual:
+        into.append(count if i is None else i)
+        count += i is None
+    channels = sorted({r.channel for r in rows} | {p for _, p, _ in virtual})
+    return ChannelPlan(tuple(rows), tuple(channels), _rows_of(rows, len(moved), own), DECIMATION,
+                       tuple((t, p) for t, p, _ in virtual), tuple(into), nested)
 
 
-def channel_plan(templates, sample_rate: float) -> ChannelPlan:
+def channel_plan(templates, sample_rate: float, nest: bool = True) -> ChannelPlan:
     """:func:`plan_of` templates given by their single-rate filters at the top rate (each ``(a, b, d)``)."""
-    return plan_of([move_template(a, b, d, sample_rate) for a, b, d in templates])
+    return plan_of([move_template(a, b, d, sample_rate, nest) for a, b, d in templates])
 
 
 #: The system is periodic in this many top-rate samples (the modulation ``(-1)^(c j)`` has period two
-#: channel samples): a chunk's first sample must sit on a multiple of it.
-PERIOD = 2 * DECIMATION
+#: channel samples, and the nested channels' two sub-channel samples): a chunk's first sample must
+#: sit on a multiple of it.
+PERIOD = 2 * DECIMATION * NEST
 
 
 #: Where the bank puts the impulse whose response it measures (on the system's period), and the most
 #: samples that response starts before it (the analysis and synthesis FIRs' half lengths, and one
 #: channel sample): the target it is compared with needs that much headroom.
-IMPULSE_AT = 4 * PERIOD
-LEAD = TAPS_PER_PHASE * DECIMATION + DECIMATION
+IMPULSE_AT = PERIOD
+LEAD = (TAPS_PER_PHASE + 1) * DECIMATION + (TAPS_PER_PHASE + 2) * NEST * DECIMATION
 
 
 def reach() -> int:
-    """Top-rate samples after a sample that its output reads: the analysis FIR's half length, and the
-    synthesis' half length plus one channel sample."""
+    """Top-rate samples after a sample that its output reads: the analysis FIR's half length, the
+    synthesis' half length plus one channel sample, and the same of the nested channels."""
     half = TAPS_PER_PHASE * DECIMATION // 2
-    return 2 * half + 2 * DECIMATION
+    return 2 * half + 2 * DECIMATION + (TAPS_PER_PHASE + 2) * NEST * DECIMATION
 
 
 # ------------------------------------------------------------------------------------------------
@@ -298,12 +410,14 @@ def _rows(x, a, b, d, source, out):
 
 
 def synthesize(rows: np.ndarray, plan: ChannelPlan, n_out: int) -> np.ndarray:
-    """Each template's top-rate output from its channel rows (module docstring's DFT form, float32):
-    ``(templates, n_out)`` complex64."""
-    g = (DECIMATION * prototype()).astype(np.float32)
+    """Each template's output at ``plan.decimation`` times the rows' rate from its channel rows
+    (module docstring's DFT form, float32): ``(templates, n_out)`` complex64."""
+    dec = plan.decimation
+    g = (dec * prototype(dec)).astype(np.float32)
     z = np.zeros((plan.n_templates, n_out), np.complex64)
     with HOST_PARALLEL:
-        _synthesize(np.ascontiguousarray(rows, np.complex64), plan.rows_of.astype(np.int64), plan.row_channels, g, z)
+        _synthesize(np.ascontiguousarray(rows, np.complex64), plan.rows_of.astype(np.int64), plan.row_channels, g, z,
+                    dec)
     return z
 
 
@@ -312,13 +426,13 @@ SYNTH_TILE = 2048
 
 
 @numba.njit(parallel=True, cache=True)
-def _synthesize(rows, rows_of, chans, g, z):
+def _synthesize(rows, rows_of, chans, g, z, dec):
     """The module docstring's DFT form, in tiles of :data:`SYNTH_TILE` channel samples, with the
     kernels' split of the channels by parity: ``E`` sums the even channels and ``O`` the odd ones
     over columns ``q < C / 2``, and ``U[q] = E + O``, ``U[q + C / 2] = E - O``
     (``e^{2 pi i c (q + C/2) / C} = (-1)^c e^{2 pi i c q / C}``)."""
     n_low, n_out = rows.shape[1], z.shape[1]
-    dec, n_ch, half = DECIMATION, CHANNELS, (g.size - 1) // 2
+    n_ch, half = 2 * dec, (g.size - 1) // 2
     h_ch = n_ch // 2
     reach = half // dec  # m in [-reach, reach]: output n reads U[n - reach ... n + reach]
     tile = SYNTH_TILE
@@ -365,16 +479,69 @@ def _synthesize(rows, rows_of, chans, g, z):
                     z[t, k] = acc
 
 
+def sub_channelize(x_channels: np.ndarray, plan: ChannelPlan) -> np.ndarray:
+    """The nested plan's input: each fine channel of ``plan.nested`` cut from its channel's series
+    (``x_channels``, rows in ``plan.channels`` order) by the analysis at decimation :data:`NEST`,
+    ``(len(plan.nested.channels), ceil(n_low / NEST))`` complex64 (the CUDA kernel for CuPy input)."""
+    fine = np.asarray(plan.nested.channels, np.int64)
+    index = {c: i for i, c in enumerate(plan.channels)}
+    parent = np.array([index[int(p)] for p in parent_of(fine)], np.int64)
+    sub = fine - NEST * parent_of(fine)
+    if array_namespace(x_channels) is not np:
+        from gwbatch.spiir._cuda_subbands import sub_channelize as on_gpu
+
+        return on_gpu(x_channels, parent, sub)
+    p = prototype(NEST).astype(np.float32)
+    xc = np.ascontiguousarray(x_channels, np.complex64)
+    n_low = -(-xc.shape[1] // NEST)
+    phase = np.exp(-1j * np.pi * np.outer(sub, np.arange(2 * NEST)) / NEST)
+    out = np.zeros((fine.size, n_low), np.complex64)
+    with HOST_PARALLEL:
+        _sub_channelize(xc, parent, p, phase.astype(np.complex64), NEST, out)
+    return out
+
+
+@numba.njit(parallel=True, cache=True)
+def _sub_channelize(x, parent, p, phase, decimation, out):
+    """``out[i, j] = sum_k p[k] X[j E - H + k] e^{-i pi k_i (j E - H + k) / E}`` of the complex series
+    ``X = x[parent[i]]`` (zeros beyond its ends)."""
+    n, half, period = x.shape[1], (p.size - 1) // 2, 2 * decimation
+    for i in numba.prange(out.shape[0]):
+        src = parent[i]
+        for j in range(out.shape[1]):
+            t0 = j * decimation - half
+            acc = np.complex64(0.0)
+            for k in range(max(0, -t0), min(p.size, n - t0)):
+                acc += p[k] * x[src, t0 + k] * phase[i, (t0 + k) % period]
+            out[i, j] = acc
+
+
+def all_rows(x_channels: np.ndarray, plan: ChannelPlan) -> np.ndarray:
+    """The rows the synthesis reads, ``(plan.n_rows, n_low)`` complex64: the filters' rows with the
+    virtual rows (the nested plan's rows synthesized back at the channel rate) added to them."""
+    n_low = x_channels.shape[1]
+    out = np.zeros((plan.n_rows, n_low), np.complex64)
+    if plan.rows:
+        out[: len(plan.rows)] = channel_rows(x_channels, plan)
+    if plan.nested is not None:
+        sub = plan.nested
+        virtual = synthesize(channel_rows(sub_channelize(x_channels, plan), sub), sub, n_low)
+        for v, i in enumerate(plan.into):
+            out[i] += virtual[v]
+    return out
+
+
 def filter_subbands(x, plan: ChannelPlan):
     """The templates' top-rate output for whitened ``x`` (``(templates, n)`` complex64): channels,
-    rows, synthesis (the numba twin; CuPy input goes to :mod:`gwbatch.spiir._cuda_subbands`).
-    ``x``'s first sample is taken to be on the channels' period (a multiple of ``2 D`` samples)."""
+    rows (and the nested channels' rows), synthesis (the numba twin; CuPy input goes to
+    :mod:`gwbatch.spiir._cuda_subbands`).  ``x``'s first sample is taken to be on the channels'
+    period (:data:`PERIOD` samples)."""
     if array_namespace(x) is not np:
         from gwbatch.spiir._cuda_subbands import filter_subbands_cuda
 
         return filter_subbands_cuda(x, plan)
     xc = channelize(x, plan.channels)
-    return synthesize(channel_rows(xc, plan), plan, int(np.asarray(x).size))
+    return synthesize(all_rows(xc, plan), plan, int(np.asarray(x).size))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -395,24 +562,67 @@ def channel_row_reference(x_channel: np.ndarray, a, b, d) -> np.ndarray:
     return out
 
 
-def synthesis_reference(rows, channels, n_out: int) -> np.ndarray:
+def synthesis_reference(rows, channels, n_out: int, decimation: int = DECIMATION) -> np.ndarray:
     """``z[t] = sum_c e^{i w_c t} sum_j W_c[j] D p[t - j D + H]`` (float64, the direct form)."""
     from scipy.signal import upfirdn
 
-    p = prototype()
+    p = prototype(decimation)
     half = (p.size - 1) // 2
     t = np.arange(n_out)
     z = np.zeros(n_out, dtype=np.complex128)
     for row, c in zip(rows, channels):
-        y = upfirdn(DECIMATION * p, np.asarray(row, np.complex128), DECIMATION)[half: half + n_out]
-        z[: y.size] += y * np.exp(1j * np.pi * c / DECIMATION * t[: y.size])
+        y = upfirdn(decimation * p, np.asarray(row, np.complex128), decimation)[half: half + n_out]
+        z[: y.size] += y * np.exp(1j * np.pi * c / decimation * t[: y.size])
     return z
+
+
+def analysis_reference(x, channel: int, decimation: int = DECIMATION) -> np.ndarray:
+    """``X_c[j] = sum_k p[k] x[j D - H + k] e^{-i w_c (j D - H + k)}`` of a real or complex series
+    (float64, the direct form)."""
+    from scipy.signal import upfirdn
+
+    x = np.asarray(x, np.complex128)
+    p = prototype(decimation)
+    half = (p.size - 1) // 2
+    mixed = x * np.exp(-1j * np.pi * channel / decimation * np.arange(x.size))
+    full = np.convolve(mixed, p)  # full[j D + H] = X_c[j]
+    n_low = -(-x.size // decimation)
+    out = np.zeros(n_low, np.complex128)
+    taken = full[half::decimation][:n_low]
+    out[: taken.size] = taken
+    return out
+
+
+def template_reference(x, plan: ChannelPlan, template: int) -> np.ndarray:
+    """One template's top-rate output for ``x`` in float64 by the direct forms, each row and its
+    channel on its own (:func:`analysis_reference`, :func:`channel_row_reference`,
+    :func:`synthesis_reference`), its nested channels' rows synthesized into their channels."""
+    memo: dict = {}
+
+    def channel(c):
+        if c not in memo:
+            memo[c] = analysis_reference(x, c)
+        return memo[c]
+
+    rows, chans = [], []
+    for r in plan.rows:
+        if r.template == template:
+            rows.append(channel_row_reference(channel(r.channel), r.a, r.b, r.d))
+            chans.append(r.channel)
+    for v, (t, c) in enumerate(plan.virtual):
+        if t != template:
+            continue
+        mine = [r for r in plan.nested.rows if r.template == v]
+        sub = [channel_row_reference(analysis_reference(channel(c), r.channel, NEST), r.a, r.b, r.d) for r in mine]
+        rows.append(synthesis_reference(sub, [r.channel for r in mine], channel(c).size, NEST))
+        chans.append(c)
+    return synthesis_reference(rows, chans, np.asarray(x).size)
 
 
 #: Sub-band construction (in a bank's cache key when ``spiir.subbands`` is on): 1, each filter moved
 #: to its channel as it is; 2, the short-lived filters' amplitudes then fitted again through the
-#: channels (:func:`refit_short_filters`).
-CONSTRUCTION_VERSION = 2
+#: channels (:func:`refit_short_filters`); 3, the slowly decaying filters in nested channels.
+CONSTRUCTION_VERSION = 3
 #: Filters decaying by ``e`` within this many top-rate samples (8 channel samples) are refitted: their
 #: spectra are wider than a channel, so their responses there are distorted.
 REFIT_DECAY = 8 * DECIMATION
@@ -693,22 +903,76 @@ def from_kernel(y: np.ndarray, into: np.ndarray, phases: np.ndarray, turn: np.nd
 
 
 def impulse_response(a, b, d, sample_rate: float, start: int, decimation: int = DECIMATION,
-                     taps: int = TAPS_PER_PHASE, beta: float = KAISER_BETA):
+                     taps: int = TAPS_PER_PHASE, beta: float = KAISER_BETA, nest: bool = True):
     """The top-rate response of one template's filters run in channels to a unit impulse at sample
     ``start`` (float64): ``(response, first sample)`` (channel FIR :func:`prototype` of ``taps`` and
-    ``beta``; each channel's row through :func:`channel_kernel`).  The system is periodic in ``D``;
-    the phase of ``start`` moves overlaps by ~1e-4."""
+    ``beta``; each channel's row through :func:`channel_kernel`; the slowly decaying filters in their
+    nested channels when ``nest``, :func:`nested_response`).  The system is periodic in ``D`` (the
+    nested channels': :data:`PERIOD`); the phase of ``start`` moves overlaps by ~1e-4."""
     from gwbatch.spiir.construct import impulse_response as response
 
+    a = np.asarray(a, np.complex128)
+    b = np.asarray(b, np.complex128)
+    d = np.asarray(d, np.int64)
     first, into, phases, size = channel_kernel(start, decimation, taps, beta)
+    slow = nested_filters(a) if nest and decimation == DECIMATION else np.zeros(a.size, bool)
     channel = filter_channels(a, sample_rate, decimation)
     parts = []
-    for c in np.unique(channel).tolist():
-        mine = channel == c
+    for c in np.unique(channel[~slow]).tolist():
+        mine = (channel == c) & ~slow
         la, lb, ld = to_channels(a[mine], b[mine], d[mine], np.full(int(mine.sum()), c), decimation)
         turn = modulation(c, first - start, decimation)
-        parts.append(through_kernel(response(la, lb, ld), into, phases, size, turn))
-    out = np.zeros(max(y.size for y in parts), dtype=np.complex128)
-    for y in parts:
-        out[: y.size] += y
-    return out, first
+        parts.append((through_kernel(response(la, lb, ld), into, phases, size, turn), first))
+    if slow.any():
+        parts.append(nested_response(a[slow], b[slow], d[slow], sample_rate, start))
+    lo = min(f for _, f in parts)
+    out = np.zeros(max(f + y.size for y, f in parts) - lo, dtype=np.complex128)
+    for y, f in parts:
+        out[f - lo: f - lo + y.size] += y
+    return out, lo
+
+
+def nested_response(a, b, d, sample_rate: float, start: int):
+    """The top-rate response of filters run in nested channels (:func:`move_template`) to a unit
+    impulse at sample ``start`` (float64, the direct forms): ``(response, first sample)``.  The
+    impulse in channel ``c`` (:func:`channel_kernel`'s ``into``, modulated), cut into the sub-channels,
+    through each sub-channel's filters, synthesized back into the channel and then to the top rate."""
+    from scipy.signal import upfirdn
+
+    from gwbatch.spiir.construct import impulse_response as response
+
+    la, lb, ld, fine, _ = move_template(a, b, d, sample_rate)
+    first, into, _, _ = channel_kernel(start)
+    half = (prototype().size - 1) // 2
+    j0 = (first + half) // DECIMATION  # into[i] is channel sample j0 + i
+    p2 = prototype(NEST)
+    h2 = (p2.size - 1) // 2
+    parent = parent_of(fine)
+    parts = []
+    for c in np.unique(parent).tolist():
+        u = np.exp(-1j * np.pi * c * start / DECIMATION) * into
+        m0 = -(-(j0 - h2) // NEST)  # the first sub-channel sample the impulse reaches
+        m1 = (j0 + u.size - 1 + h2) // NEST
+        jj = np.arange(m0, m1 + 1)[:, None] * NEST - h2 + np.arange(p2.size)[None, :]  # channel samples read
+        inside = (jj >= j0) & (jj < j0 + u.size)
+        rows = []
+        for s in np.unique(fine[parent == c]).tolist():
+            k = s - NEST * c
+            x = np.sum(np.where(inside, p2 * u[np.clip(jj - j0, 0, u.size - 1)]
+                                * np.exp(-1j * np.pi * k * jj / NEST), 0.0), axis=1)
+            mine = fine == s
+            w = np.convolve(x, response(la[mine], lb[mine], ld[mine]))  # sub-channel samples m0 ...
+            y = upfirdn(NEST * p2, w, NEST)  # channel sample m0 NEST - h2 + i
+            jv = m0 * NEST - h2 + np.arange(y.size)
+            rows.append(y * np.exp(1j * np.pi * k * jv / NEST))
+        v = np.zeros(max(y.size for y in rows), np.complex128)
+        for y in rows:
+            v[: y.size] += y
+        z = upfirdn(DECIMATION * prototype(), v, DECIMATION)  # top-rate sample (m0 NEST - h2) D - half + i
+        t0 = (m0 * NEST - h2) * DECIMATION - half
+        parts.append((z * np.exp(1j * np.pi * c * (t0 + np.arange(z.size)) / DECIMATION), t0))
+    lo = min(t for _, t in parts)
+    out = np.zeros(max(t + z.size for z, t in parts) - lo, np.complex128)
+    for z, t in parts:
+        out[t - lo: t - lo + z.size] += z
+    return out, lo
