@@ -38,9 +38,16 @@ part of an output comes a step after half 0's, which holds its own for it: no sl
 lane (5-6% faster than selecting the slot by half, bit-identical).  No shared memory and no
 barrier: each step is one channel sample, 16 outputs.
 
+Nested channels (:mod:`gwbatch.spiir.subbands`, "Nested channels"): ``sub_channelize`` cuts the
+channels' series into their sub-channels, the nested plan's rows run through the same row kernels on
+their own streams beside the others, and ``sub_synthesize`` adds them back into their template's
+rows at the channel rate (a thread per sub-channel sample and its ``NEST`` outputs, the taps compile
+-time constants).
+
 Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): within
 1.6e-6 of the peak of the float64 direct form; 9.09 ms against the octave ladder's 18.0 ms in the
-same run (rows 6.3 ms, of which chan_iir alone took 7.4; synthesis 2.7 ms, since 2.6).
+same run (rows 6.3 ms, of which chan_iir alone took 7.4; synthesis 2.7 ms, since 2.6); with the
+nested channels 7.45 ms against 9.35 ms without them in the same run.
 """
 
 from __future__ import annotations
@@ -431,26 +438,18 @@ __global__ void sub_channelize(const float2* __restrict__ x, const long long x_s
 // Nested channels, synthesis: virtual row v's sub-channel rows (rows_of / chan_of: (V, 2,
 // MAX_PER_PARITY), -1 after the last; chan_of the sub-channel mod 2E) back at the channel rate,
 // added to row into[v] of out: out[into[v], j] += sum_r e^{i pi s_r j / E} sum_m W_r[m] g[j - m E + H]
-// (g = E p, 2 H + 1 taps).  One thread per (v, sub-channel sample n) makes the E outputs j = n E + q:
-// they read W_r[n - 5 ... n + 5] (m = n - i, tap i E + q + H), loaded once for all E, and the
-// modulation is (-1)^(s n) e^{i pi s q / E}.
+// (g = E p, 2 H + 1 taps, NEST_TAPS).  One thread per (v, sub-channel sample n) makes the E outputs
+// j = n E + q: they read W_r[n - 5 ... n + 5] (m = n - i, tap i E + q + H), loaded once for all E,
+// and the modulation is (-1)^(s n) e^{i pi s q / E} (NEST_TURN_*[s E + q]).
 __global__ void sub_synthesize(const float2* __restrict__ w, const long long w_stride, const long long n_sub,
                                const int* __restrict__ rows_of, const int* __restrict__ chan_of,
-                               const float* __restrict__ g, const int* __restrict__ into,
-                               float2* __restrict__ out, const long long out_stride, const long long n_out)
+                               const int* __restrict__ into, float2* __restrict__ out, const long long out_stride,
+                               const long long n_out)
 {
     constexpr int E = NEST, H = NEST_HALF, M = H / E;  // i in [-M, M]
     const long long n = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int v = blockIdx.y;
     if (n * E >= n_out) return;
-    float taps[E][2 * M + 1];
-#pragma unroll
-    for (int q = 0; q < E; ++q)
-#pragma unroll
-        for (int i = -M; i <= M; ++i) {
-            const int idx = i * E + q + H;
-            taps[q][i + M] = (idx >= 0 && idx <= 2 * H) ? g[idx] : 0.0f;
-        }
     float zr[E], zi[E];
 #pragma unroll
     for (int q = 0; q < E; ++q) { zr[q] = 0.0f; zi[q] = 0.0f; }
@@ -472,13 +471,13 @@ __global__ void sub_synthesize(const float2* __restrict__ w, const long long w_s
             for (int q = 0; q < E; ++q) {
                 float sr = 0.0f, si = 0.0f;
 #pragma unroll
-                for (int i = 0; i <= 2 * M; ++i) {
-                    sr = fmaf(taps[q][i], win[i].x, sr);
-                    si = fmaf(taps[q][i], win[i].y, si);
+                for (int i = -M; i <= M; ++i) {
+                    const int idx = i * E + q + H;  // known at compile time: the tap is an operand
+                    if (idx < 0 || idx > 2 * H) continue;
+                    sr = fmaf(NEST_TAPS[idx], win[i + M].x, sr);
+                    si = fmaf(NEST_TAPS[idx], win[i + M].y, si);
                 }
-                float sn, co;
-                sincospif((float)((s * q) % (2 * E)) / (float)E, &sn, &co);
-                co *= flip; sn *= flip;
+                const float co = flip * NEST_TURN_RE[s * E + q], sn = flip * NEST_TURN_IM[s * E + q];
                 zr[q] = fmaf(sr, co, fmaf(-si, sn, zr[q]));
                 zi[q] = fmaf(sr, sn, fmaf(si, co, zi[q]));
             }
@@ -521,10 +520,17 @@ NAME_EXPRESSIONS = (tuple(chan_name(f, w, o) for f, w in LAYOUTS for o in (True,
 def source() -> str:
     from gwbatch.spiir._cuda import REDUCTION
 
-    from gwbatch.spiir.subbands import NEST, TAPS_PER_PHASE
+    from gwbatch.spiir.subbands import NEST, TAPS_PER_PHASE, prototype
 
+    def table(name: str, values) -> str:
+        body = ", ".join(f"{float(v):.9e}f" for v in np.asarray(values, np.float32))
+        return f"__constant__ float {name}[{len(values)}] = {{{body}}};\n"
+
+    turn = np.exp(1j * np.pi * np.outer(np.arange(2 * NEST), np.arange(NEST)) / NEST).ravel()  # [s E + q]
     return (REDUCTION + f"#define MAX_PER_PARITY {MAX_PER_PARITY}\n#define SYNTH_THREADS {SYNTH_THREADS}\n"
-            f"#define NEST {NEST}\n#define NEST_HALF {TAPS_PER_PHASE * NEST // 2}\n" + SOURCE)
+            f"#define NEST {NEST}\n#define NEST_HALF {TAPS_PER_PHASE * NEST // 2}\n"
+            + table("NEST_TAPS", NEST * prototype(NEST)) + table("NEST_TURN_RE", turn.real)
+            + table("NEST_TURN_IM", turn.imag) + SOURCE)
 
 
 @functools.cache
@@ -928,7 +934,7 @@ def run_sub_synthesis(w, n_sub: int, sub_plan, into, out, n_out: int) -> None:
     n_blocks = -(-n_out // sub_plan.decimation)
     _module().get_function("sub_synthesize")(
         (-(-n_blocks // 128), sub_plan.n_templates), (128,),
-        (w, cupy.int64(w.shape[1]), cupy.int64(n_sub), dp.rows_of, dp.chan_of, dp.taps, into, out,
+        (w, cupy.int64(w.shape[1]), cupy.int64(n_sub), dp.rows_of, dp.chan_of, into, out,
          cupy.int64(out.shape[1]), cupy.int64(n_out)))
 
 

@@ -9,7 +9,8 @@ its frequency, ``c = round(f / S)``, at ``1 / D`` of the rate whatever its frequ
 decays within a few channel samples (a merger's) comes out distorted, so the amplitudes of those
 filters are fitted again through the channels (:func:`refit_short_filters`); every template of
 ``bns.yaml``'s and ``bbh.yaml``'s benchmark regions then keeps (and exceeds) its single-rate overlap,
-at 1/16 of the single-rate updates (BNS: 22 per top-rate sample against the ladder's 53).  A bank with ``spiir.subbands`` runs in channels
+at 1/16 of the single-rate updates (BNS: 22 per top-rate sample against the ladder's 53; 11 with
+the nested channels below).  A bank with ``spiir.subbands`` runs in channels
 each template whose response there keeps its single-rate overlap within ``spiir.multirate_tolerance``
 (:func:`gwbatch.spiir.bank.build_template`), the others on the ladder; both backends run the bank's
 parts apart (:func:`gwbatch.spiir.filtering.filter_templates`).  The channels assume a rate of
@@ -32,6 +33,14 @@ Kaiser-windowed sinc cut at the channel rate's Nyquist frequency, ``K D + 1`` ta
   computed as the kernels compute it: with ``t = n D + r`` and ``C = 2 D``, ``e^{i w_c t} =
   (-1)^(c n) e^{2 pi i c r / C}``, so ``U[j, q] = sum_c W_c[j] (-1)^(c j) e^{2 pi i c q / C}`` (a
   ``C``-point DFT over the channels) and ``z[n D + r] = sum_m D p[m D + r + H] U[n - m, (r + D m) mod C]``.
+
+**Nested channels.** A filter decaying more slowly than :data:`NEST_DECAY` top-rate samples per
+e-folding runs in a sub-channel of its channel: the channel's series is cut by a second filter bank
+of the same form (``2 E`` sub-channels ``S / E`` apart at ``1 / E`` of the channel rate, ``E =``
+:data:`NEST`, FIR ``prototype(E)``), the filter moved into it by the same rule, and the template's
+sub-channel rows of that channel are synthesized back at the channel rate (a *virtual row*) and added
+to its first row of the channel (:func:`plan_of`, :func:`all_rows`).  BNS templates then run 10.9
+updates a top-rate sample instead of 22.5, with no loss of overlap (RESULTS.md, "Nested channels").
 
 CPU twin of :mod:`gwbatch.spiir._cuda_subbands`: :func:`filter_subbands` (float32 arithmetic, numba).
 """
