@@ -89,7 +89,7 @@ def study(built) -> dict:
         target = Target(h, headroom=start)
         overlaps = []
         for phase in (0, dec // 3, dec // 2):
-            r, first = impulse_response(a, b, d, rate, start + phase, dec, taps, beta)
+            r, first = impulse_response(a, b, d, rate, start + phase, dec, taps, beta, nest=False)
             overlaps.append(target.overlap(r, lead=start + phase - first)[0])
         used = np.unique(filter_channels(a, rate, dec)).size
         key = f"D{dec}_K{taps}"
@@ -122,7 +122,8 @@ def levels_study(built) -> dict:
             dec[decay > above] = decimation
         overlaps = []
         for phase in (0, 10, 16, 33):
-            parts = [impulse_response(a[dec == k], b[dec == k], d[dec == k], rate, start + phase, k, 10, 6.0)
+            parts = [impulse_response(a[dec == k], b[dec == k], d[dec == k], rate, start + phase, k, 10, 6.0,
+                                      nest=False)
                      for k in np.unique(dec).tolist()]
             lo = min(first for _, first in parts)
             r = np.zeros(max(first + y.size for y, first in parts) - lo, np.complex128)
