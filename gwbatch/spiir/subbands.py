@@ -946,12 +946,11 @@ def nested_response(a, b, d, sample_rate: float, start: int):
     impulse at sample ``start`` (float64, the direct forms): ``(response, first sample)``.  The
     impulse in channel ``c`` (:func:`channel_kernel`'s ``into``, modulated), cut into the sub-channels,
     through each sub-channel's filters, synthesized back into the channel and then to the top rate."""
-    from scipy.signal import upfirdn
-
     from gwbatch.spiir.construct import impulse_response as response
 
     la, lb, ld, fine, _ = move_template(a, b, d, sample_rate)
-    first, into, _, _ = channel_kernel(start)
+    first, into, phases, size = channel_kernel(start)
+    _, _, sub_phases, sub_size = channel_kernel(0, NEST)
     half = (prototype().size - 1) // 2
     j0 = (first + half) // DECIMATION  # into[i] is channel sample j0 + i
     p2 = prototype(NEST)
@@ -964,22 +963,23 @@ def nested_response(a, b, d, sample_rate: float, start: int):
         m1 = (j0 + u.size - 1 + h2) // NEST
         jj = np.arange(m0, m1 + 1)[:, None] * NEST - h2 + np.arange(p2.size)[None, :]  # channel samples read
         inside = (jj >= j0) & (jj < j0 + u.size)
+        subs = np.unique(fine[parent == c])
         rows = []
-        for s in np.unique(fine[parent == c]).tolist():
+        for s in subs.tolist():
             k = s - NEST * c
             x = np.sum(np.where(inside, p2 * u[np.clip(jj - j0, 0, u.size - 1)]
                                 * np.exp(-1j * np.pi * k * jj / NEST), 0.0), axis=1)
             mine = fine == s
-            w = np.convolve(x, response(la[mine], lb[mine], ld[mine]))  # sub-channel samples m0 ...
-            y = upfirdn(NEST * p2, w, NEST)  # channel sample m0 NEST - h2 + i
-            jv = m0 * NEST - h2 + np.arange(y.size)
-            rows.append(y * np.exp(1j * np.pi * k * jv / NEST))
-        v = np.zeros(max(y.size for y in rows), np.complex128)
-        for y in rows:
-            v[: y.size] += y
-        z = upfirdn(DECIMATION * prototype(), v, DECIMATION)  # top-rate sample (m0 NEST - h2) D - half + i
-        t0 = (m0 * NEST - h2) * DECIMATION - half
-        parts.append((z * np.exp(1j * np.pi * c * (t0 + np.arange(z.size)) / DECIMATION), t0))
+            rows.append(np.convolve(x, response(la[mine], lb[mine], ld[mine])))  # sub-channel samples m0 ...
+        w = np.zeros((len(rows), max(r.size for r in rows)), np.complex128)
+        for i, r in enumerate(rows):
+            w[i, : r.size] = r
+        # back into the channel (channel sample m0 NEST - h2 on), then to the top rate, both through
+        # the synthesis' phases (channel_kernel) and the modulation over its period
+        jv = m0 * NEST - h2
+        v = through_kernel(w, np.ones(1), sub_phases, sub_size, modulation(subs - NEST * c, jv, NEST)).sum(axis=0)
+        t0 = jv * DECIMATION - half
+        parts.append((through_kernel(v[None, :], np.ones(1), phases, size, modulation(c, t0))[0], t0))
     lo = min(t for _, t in parts)
     out = np.zeros(max(t + z.size for z, t in parts) - lo, np.complex128)
     for z, t in parts:
