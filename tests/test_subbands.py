@@ -112,7 +112,7 @@ def test_the_decomposition_keeps_the_overlap(templates):
     assert S.channel_plan(filters, FS, nest=False).updates_per_sample() == pytest.approx(single / 16)
     plan = S.channel_plan(filters, FS)
     slow = np.mean([S.nested_filters(a).mean() for a, _, _ in filters])
-    assert 0.4 < slow < 0.8  # BNS filters decaying over 512 samples (measured 0.54-0.60)
+    assert 0.6 < slow < 0.9  # BNS filters decaying over 256 samples (benchmark region: 0.76-0.80)
     assert plan.updates_per_sample() == pytest.approx(single * (1 - slow + slow / S.NEST) / 16, rel=0.02)
 
 

@@ -47,7 +47,8 @@ rows at the channel rate (a thread per sub-channel sample and its ``NEST`` outpu
 Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): within
 1.6e-6 of the peak of the float64 direct form; 9.09 ms against the octave ladder's 18.0 ms in the
 same run (rows 6.3 ms, of which chan_iir alone took 7.4; synthesis 2.7 ms, since 2.6); with the
-nested channels 7.45 ms against 9.35 ms without them in the same run.
+nested channels 7.45 ms against 9.35 ms without them in the same run (6.7 ms with the threshold at
+256 samples, an A/B of thresholds in one run).
 """
 
 from __future__ import annotations

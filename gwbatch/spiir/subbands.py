@@ -9,7 +9,7 @@ its frequency, ``c = round(f / S)``, at ``1 / D`` of the rate whatever its frequ
 decays within a few channel samples (a merger's) comes out distorted, so the amplitudes of those
 filters are fitted again through the channels (:func:`refit_short_filters`); every template of
 ``bns.yaml``'s and ``bbh.yaml``'s benchmark regions then keeps (and exceeds) its single-rate overlap,
-at 1/16 of the single-rate updates (BNS: 22 per top-rate sample against the ladder's 53; 11 with
+at 1/16 of the single-rate updates (BNS: 22 per top-rate sample against the ladder's 53; 9.4 with
 the nested channels below).  A bank with ``spiir.subbands`` runs in channels
 each template whose response there keeps its single-rate overlap within ``spiir.multirate_tolerance``
 (:func:`gwbatch.spiir.bank.build_template`), the others on the ladder; both backends run the bank's
@@ -39,7 +39,7 @@ e-folding runs in a sub-channel of its channel: the channel's series is cut by a
 of the same form (``2 E`` sub-channels ``S / E`` apart at ``1 / E`` of the channel rate, ``E =``
 :data:`NEST`, FIR ``prototype(E)``), the filter moved into it by the same rule, and the template's
 sub-channel rows of that channel are synthesized back at the channel rate (a *virtual row*) and added
-to its first row of the channel (:func:`plan_of`, :func:`all_rows`).  BNS templates then run 10.9
+to its first row of the channel (:func:`plan_of`, :func:`all_rows`).  BNS templates then run 9.4
 updates a top-rate sample instead of 22.5, with no loss of overlap (RESULTS.md, "Nested channels").
 
 CPU twin of :mod:`gwbatch.spiir._cuda_subbands`: :func:`filter_subbands` (float32 arithmetic, numba).
@@ -95,12 +95,12 @@ def to_channels(a, b, d, channel, decimation: int = DECIMATION):
 
 #: Nested channels: a filter decaying more slowly than :data:`NEST_DECAY` top-rate samples per
 #: e-folding runs in a sub-channel of its channel, ``NEST`` times slower again (``R / (D NEST)``,
-#: 64 Hz at 4096 Hz; eight samples per e-folding or more there).  The sub-channels are a second DFT
+#: 64 Hz at 4096 Hz; four samples per e-folding or more there).  The sub-channels are a second DFT
 #: filter bank of the same form (``2 NEST`` channels ``S / NEST`` apart, 2x oversampled) over the
 #: channel's series, and their rows are synthesized back into it at the channel rate, where they
 #: join the channel's other rows (module docstring, "Nested channels").
 NEST = 4
-NEST_DECAY = 512
+NEST_DECAY = 256
 #: A nested filter's level (the bank's ``level``: the filter runs at ``R / D / 2^level``).
 NEST_LEVEL = int(np.log2(NEST))
 
