@@ -112,8 +112,9 @@ def parent_of(fine) -> np.ndarray:
 
 
 def nested_filters(a) -> np.ndarray:
-    """Which single-rate filters (pole ``a`` at the top rate) run in sub-channels (bool)."""
-    return -1.0 / np.log(np.maximum(np.abs(np.asarray(a)), 1e-300)) > NEST_DECAY
+    """Which single-rate filters (pole ``a`` at the top rate) run in sub-channels (bool): those whose
+    e-folding, ``-1 / log|a|``, exceeds :data:`NEST_DECAY` samples."""
+    return np.log(np.maximum(np.abs(np.asarray(a)), 1e-300)) > -1.0 / NEST_DECAY
 
 
 #: Filters of the widest channel row (the widest kernel layout: 32 lanes of 8), and the most rows of
