@@ -176,6 +176,76 @@ def test_wide_rows_through_the_ring_equal_the_direct_loads(templates):
         assert float(cupy.abs(ring - direct).max()) <= 1e-5 * peak
 
 
+@pytest.mark.gpu
+def test_warmed_up_segments_equal_the_scanned_and_the_whole(templates):
+    """Time segments started from a warm-up (18 e-foldings of the warp's slowest filter from zero)
+    equal the scanned segments and one segment over the whole series within 1e-6 of the peak, for
+    the top rows and the nested ones; the synthesis is the same on rows with or without margins."""
+    cupy = pytest.importorskip("cupy")
+    from gwbatch.spiir import _cuda_subbands as K
+
+    x = np.random.default_rng(11).standard_normal(int(40 * FS)).astype(np.float32)
+    plan = S.channel_plan([(bt.a, bt.b, bt.d) for bt, _ in templates] * 3, FS)
+    xc = S.channelize(cupy.asarray(x), plan.channels)
+    whole = K.channel_rows_cuda(xc, plan, target=1)  # one segment every launch
+    peak = float(cupy.abs(whole).max())
+    cut = 1 << 20  # every launch cut into segments
+    n_pad = whole.shape[1]
+    assert any(not K.segments_for(L.a.shape[0], L.f, n_pad, cut, L.warm_max)[2]
+               for L in K.device_plan(plan).launches)  # some launch warms up
+    for warmup in (True, False):
+        rows = K.channel_rows_cuda(xc, plan, target=cut, warmup=warmup)
+        assert float(cupy.abs(rows - whole).max()) <= 1e-6 * peak
+    z = K.synthesize_cuda(whole, plan, xc.shape[1], x.size)
+    z_copy = K.synthesize_cuda(cupy.ascontiguousarray(whole), plan, xc.shape[1], x.size)  # copied into margins
+    assert bool((z == z_copy).all())
+
+
+def test_ring_blocks_of_narrow_rows_hold_every_filter_once_and_broadcast_their_empty_slots():
+    """``_ring_slots`` for narrow rows (``32 / W`` a warp): every filter of the block's rows in one slot
+    with its delay, each in its row's lanes; an empty slot reads the address of a filter of its half-warp."""
+    from gwbatch.spiir import _cuda_subbands as K
+
+    rng = np.random.default_rng(6)
+    for f, w in ((1, 4), (2, 4), (1, 8), (2, 8), (4, 8)):
+        per_warp = 32 // w
+        n_rows = K.RING_WARPS * per_warp - 3  # the block's last slots empty
+        counts = rng.integers(1, f * w + 1, n_rows)
+        d = np.zeros((n_rows, f * w), np.int64)
+        for m, c in enumerate(counts):
+            d[m, :c] = np.sort(rng.integers(100, 900, c))
+        filt, delay = K._ring_slots(f, w, list(range(n_rows)), d, counts, {})
+        assert filt.shape == (K.RING_WARPS, 32 * f)
+        used = filt >= 0
+        assert sorted(filt[used].tolist()) == sorted(m * d.shape[1] + j for m in range(n_rows) for j in range(counts[m]))
+        assert np.array_equal(delay[used], d.ravel()[filt[used]])
+        warp, slot = np.nonzero(used)
+        lane = slot % 32
+        assert np.array_equal(warp * per_warp + lane // w, filt[used] // d.shape[1])  # each row in its lanes
+        for h_delay, h_used in zip(delay.reshape(-1, 16), used.reshape(-1, 16)):
+            if h_used.any():
+                assert set(h_delay[~h_used]) <= set(h_delay[h_used])
+
+
+def test_segments_warm_up_where_it_is_short_and_scan_where_it_is_long():
+    """``segments_for``: a launch short of warps warms up when segments of four warm-ups still cut
+    it, else it scans (and only when cutting gains ``MIN_GAIN``); ``warm_samples`` is 18 e-foldings
+    rounded up to a block."""
+    from gwbatch.spiir import _cuda_subbands as K
+
+    assert K.warm_samples(np.array([np.exp(-1 / 15.9), np.exp(-1 / 16.1), 0.0])).tolist() == [288, 304, 0]
+    assert K.warm_samples(np.array([1.0]))[0] >= 1 << 29  # an undamped pole never warms up
+    n_pad = 16384
+    segments, seg_len, scan = K.segments_for(608, 1, n_pad, warm=288)  # gain 14, segments >= 1152
+    assert not scan and segments == 14 and segments * seg_len >= n_pad and seg_len >= 4 * 288
+    segments, seg_len, scan = K.segments_for(608, 1, n_pad, warm=4096)  # warm-ups too long: scanned
+    assert scan and segments == 14
+    assert K.segments_for(608, 1, n_pad, warm=None)[2]
+    assert K.segments_for(4096, 1, n_pad, warm=288) == (2, n_pad // 2, False)  # gain 2: worth a warm-up
+    assert K.segments_for(4096, 1, n_pad, warm=None) == (1, n_pad, False)  # but not a scan
+    assert K.segments_for(8192, 1, n_pad, warm=288) == (1, n_pad, False)  # full: not cut
+
+
 def test_ring_order_puts_distinct_residues_in_each_half_warp():
     """``ring_order``: every filter in one slot with its delay; each half-warp group of 16 slots has
     at most ``ceil(c / groups)`` delays of one residue modulo 16 (``c`` the filters of that residue:
@@ -502,12 +572,13 @@ def test_the_synthesis_kernels_indexing_is_the_twins(templates):
 def test_the_rows_time_segments_and_their_scan_give_the_whole_recursion():
     """``run_rows``' segmentation on the host: the segments tile the padded series in blocks of NB,
     and each segment run from ``chan_scan``'s state (a^m y_s + e_s, e_s its end from zero, float64)
-    gives the recursion of the whole series, as ``chan_iir<F, W, true>`` does from its ``init``."""
+    gives the recursion of the whole series, as ``chan_iir<F, W, true>`` does from its ``init``; run
+    from zero over its warm-up before it (``warm_samples``), it gives the same within 1e-7."""
     from gwbatch.spiir import _cuda_subbands as K
 
     for n_warps, f, n_pad in ((3, 1, 10240), (580, 1, 16384), (9000, 1, 16384), (40, 2, 2048), (40, 4, 1000 * K.NB)):
-        segments, seg_len = K.segments_for(n_warps, f, n_pad)
-        assert seg_len % K.NB == 0 and (segments - 1) * seg_len < n_pad <= segments * seg_len
+        segments, seg_len, scan = K.segments_for(n_warps, f, n_pad)
+        assert scan == (segments > 1) and seg_len % K.NB == 0 and (segments - 1) * seg_len < n_pad <= segments * seg_len
         assert segments == 1 or seg_len >= K.MIN_SEGMENT - K.NB
     # cut only where it gains MIN_GAIN in parallelism: the H200's F = 1, W = 4 launch (580 warps) is
     # cut into 15, its F = 2, W = 32 one (2336 warps) and F = 4, W = 32 one (1216) are not
@@ -515,7 +586,7 @@ def test_the_rows_time_segments_and_their_scan_give_the_whole_recursion():
     assert K.segments_for(2336, 2, 16384)[0] == 1 and K.segments_for(1216, 4, 16384)[0] == 1
     rng = np.random.default_rng(8)
     n_pad = 10240
-    segments, seg_len = K.segments_for(3, 1, n_pad)
+    segments, seg_len, _ = K.segments_for(3, 1, n_pad)
     assert segments == 10
     a = np.exp(-1 / rng.uniform(5, 400, 6) + 2j * np.pi * rng.uniform(-0.3, 0.3, 6))
     x = rng.standard_normal((6, n_pad)) + 1j * rng.standard_normal((6, n_pad))
@@ -536,3 +607,9 @@ def test_the_rows_time_segments_and_their_scan_give_the_whole_recursion():
             v = af ** seg_len * v + ends[s]
         pieces = np.concatenate([run(af, xf[s * seg_len: (s + 1) * seg_len], init[s]) for s in range(segments)])
         assert np.abs(pieces - whole).max() <= 1e-9 * np.abs(whole).max()
+        warm = int(K.warm_samples(np.array([abs(af)]))[0])
+        assert warm % K.NB == 0 and warm >= 18 / -np.log(abs(af))
+        starts = [max(0, s * seg_len - warm) for s in range(segments)]
+        warmed = np.concatenate([run(af, xf[k: (s + 1) * seg_len], 0.0)[s * seg_len - k:]
+                                 for s, k in enumerate(starts)])
+        assert np.abs(warmed - whole).max() <= 1e-7 * np.abs(whole).max()

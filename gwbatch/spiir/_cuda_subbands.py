@@ -1,9 +1,9 @@
 """CUDA sub-band SPIIR: filters run in complex channels of a DFT filter bank.
 
 What it computes is :mod:`gwbatch.spiir.subbands` (CPU twin: :func:`gwbatch.spiir.subbands.filter_subbands`):
-``channelize`` cuts the whitened series into its channels; ``chan_iir<F, W>`` and ``chan_ring<F>``
-run every channel row (a template's filters of one channel); ``synthesize`` takes each template's
-rows back to the top rate.
+``channelize`` cuts the whitened series into its channels; ``chan_ring<F, W>`` (and ``chan_iir<F, W>``
+where a ring does not fit) run every channel row (a template's filters of one channel);
+``synthesize`` takes each template's rows back to the top rate.
 
 ``chan_iir<F, W>``: ``W`` lanes per row (``32 / W`` rows per warp), ``F`` filters per lane, the
 first-order complex recurrence ``y[k] = a y[k-1] + X[k - d]`` and the row's sum ``sum_f b_f y_f[k]``
@@ -11,22 +11,29 @@ first-order complex recurrence ``y[k] = a y[k-1] + X[k - d]`` and the row's sum 
 shuffle butterfly of :mod:`gwbatch.spiir._cuda` (``fold`` / ``reduce``).  Input: the channels padded
 in front with zeros, as two copies shifted by one sample read as ``float4`` (two complex samples),
 so any delay is aligned.  A layout's launch may hold too few warps to fill the GPU, so each runs on
-its own stream, and one with few warps in time segments (:func:`segments_for`): ``chan_iir<F, W, false>`` makes each segment's end states from
-zero, ``chan_scan`` carries them across the segments (float64), and ``chan_iir<F, W, true>`` runs
-every segment from its true state (the ladder's scan, :mod:`gwbatch.spiir._cuda`).
+its own stream, and one with few warps in time segments (:func:`segments_for`), each started from
+its true state by a warm-up (it starts from zero the warp's slowest filter's 18 e-foldings early and
+drops those outputs) or, where that would be long, by the scan: ``chan_iir<F, W, false>`` makes each
+segment's end states from zero, ``chan_scan`` carries them across the segments (float64), and
+``chan_iir<F, W, true>`` runs every segment from its true state (the ladder's scan,
+:mod:`gwbatch.spiir._cuda`).
 
-``chan_ring<F>``: the wide rows (``W = 32``, a warp a row), whose lanes read one channel at delays
-up to thousands of samples apart, so that each of ``chan_iir``'s loads touches a cache line per lane
-(L1 throughput 87% for 33% of issue slots, ncu).  A block holds four rows of one channel and keeps
-the samples they read in a ring in shared memory (``RING`` >= their delays' span + 2 ``NB``); each
-block of samples adds ``NB`` to it in one coalesced load, and the lanes read their blocks from it,
-samples outer and filters inner.  Each row's filters are dealt to lanes so a half-warp's delays
-differ modulo 16 where they can (:func:`ring_order`: distinct banks).  Same arithmetic as
-``chan_iir<F, 32>``, filters summed in another order (within 2e-7 of the peak of its output).
+``chan_ring<F, W>``: the same rows with their input from shared memory.  A row's lanes read one
+channel at delays up to thousands of samples apart, so each of ``chan_iir``'s loads touches a cache
+line per lane (L1 throughput 87% for 33% of issue slots, ncu).  A block holds rows of one channel
+(four warps) and keeps the samples they read in a ring in shared memory (``RING`` >= their delays'
+span + 2 ``NB``); each block of samples adds ``NB`` to it in one coalesced load, and the lanes read
+their blocks from it, samples outer and filters inner.  A wide row's filters (``W = 32``) are dealt
+to lanes so a half-warp's delays differ modulo 16 where they can (:func:`ring_order`: distinct
+banks); a narrow row's empty slots read an address of their half-warp (a broadcast).  Same
+arithmetic as ``chan_iir<F, W>``, filters summed in another order (within 2e-7 of the peak of its
+output).  Every row kernel is bound by its loads and shuffles (one shared-memory wavefront a cycle):
+ncu counts 3.6 ring wavefronts and 2.1 shuffles per warp and sample for a wide row of 27 filters.
 
 ``synthesize<R>``: a warp per template and time segment of ``SYNTH_SEGMENT`` channel samples, one
 launch per row count ``R`` of :data:`SYNTH_ROWS` (the templates with at most ``R`` rows of either
-parity; every step sums ``R``, so its loop unrolls and its loads are issued ahead).  Lane
+parity; every step sums ``R``, and the rows have :data:`ROW_MARGIN` zeros each side, so no load is
+conditional and the loop's loads are issued ahead).  Lane
 ``q`` of half ``h`` sums the template's rows of channel parity ``h`` for column ``q``:
 ``E[q] = sum_{c even} W_c[j] e^{2 pi i c q / 32}``, ``O[q] = (-1)^j sum_{c odd} ...``; one shuffle
 across the halves gives ``U[j, q] = E + O`` (half 0) and ``U[j, q + 16] = E - O`` (half 1), kept in a
@@ -36,7 +43,7 @@ ring of registers over the ten channel samples the outputs read.  Then
 on column ``r + 16``, added by one shuffle.  Both halves keep ``U`` in the same slots, so half 1's
 part of an output comes a step after half 0's, which holds its own for it: no slot depends on the
 lane (5-6% faster than selecting the slot by half, bit-identical).  No shared memory and no
-barrier: each step is one channel sample, 16 outputs.
+barrier: each step is one channel sample, 16 outputs, 54 instructions a lane (R = 6).
 
 Nested channels (:mod:`gwbatch.spiir.subbands`, "Nested channels"): ``sub_channelize`` cuts the
 channels' series into their sub-channels, the nested plan's rows run through the same row kernels on
@@ -44,11 +51,10 @@ their own streams beside the others, and ``sub_synthesize`` adds them back into 
 rows at the channel rate (a thread per sub-channel sample and its ``NEST`` outputs, the taps compile
 -time constants).
 
-Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR"): within
-1.6e-6 of the peak of the float64 direct form; 9.09 ms against the octave ladder's 18.0 ms in the
-same run (rows 6.3 ms, of which chan_iir alone took 7.4; synthesis 2.7 ms, since 2.6); with the
-nested channels 7.45 ms against 9.35 ms without them in the same run (6.7 ms with the threshold at
-256 samples, an A/B of thresholds in one run).
+Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR" and the
+sections after it): within 4.4e-7 of the peak of the float64 direct form; with the warm-ups, the
+narrow rings and the synthesis without bounds checks 5.1-5.5 ms against 6.4-6.8 ms before them in
+the same process (rows 3.2-3.5 against 4.1-4.4, synthesis 1.9 against 2.3).
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ SYNTH_SEGMENT = 256
 LAYOUTS = tuple((f, 32) for f in (1, 2, 4, 8)) + tuple((f, w) for w in (4, 8) for f in (1, 2, 4))
 #: Filters per lane of the wide layouts that use the ring (``chan_ring<8>`` would spill registers
 #: at its launch bounds; rows of 129-256 filters, none in the benchmark banks, stay on ``chan_iir``).
-RING_FILTERS = (1, 2, 4)
+RING_LAYOUTS = tuple((f, w) for f, w in LAYOUTS if f < 8)
 OPTIONS = ("-std=c++17",)
 
 SOURCE = r"""
@@ -83,7 +89,7 @@ SOURCE = r"""
 template <int F, int W, bool OUT>
 __global__ void __launch_bounds__(128)
 chan_iir(const float4* __restrict__ xs, const long long plane, const long long row4, const long long pad,
-         const long long n_pad, const long long seg_len, const float2* __restrict__ a,
+         const long long n_pad, const long long seg_len, const int* __restrict__ warm, const float2* __restrict__ a,
          const float2* __restrict__ b, const int* __restrict__ d, const int* __restrict__ chan,
          const float2* __restrict__ init, float2* __restrict__ end_state, float2* __restrict__ out,
          const long long out_stride, const int* __restrict__ rows, const int n_slots, const long long n_valid,
@@ -95,6 +101,7 @@ chan_iir(const float4* __restrict__ xs, const long long plane, const long long r
     constexpr int P = NB / W > 2 ? NB / W : 2;
     const int seg = blockIdx.y;
     const long long k_begin = (long long)seg * seg_len, k_end = min(n_pad, k_begin + seg_len);
+    const long long k_first = warm != nullptr ? max(0LL, k_begin - warm[warp]) : k_begin;  // warm-up from zero
     const int slot = warp * (32 / W) + lane / W;
     const int row = slot < n_slots ? rows[slot] : -1;
     const int ch = slot < n_slots ? chan[slot] : 0;
@@ -109,19 +116,19 @@ chan_iir(const float4* __restrict__ xs, const long long plane, const long long r
         ar[f] = av.x; ai[f] = av.y; br[f] = bv.x; bi[f] = bv.y;
         const float2 y0 = init != nullptr ? init[idx * n_seg + seg] : make_float2(0.0f, 0.0f);
         yr[f] = y0.x; yi[f] = y0.y;
-        const long long base = pad - d[idx] + k_begin;
+        const long long base = pad - d[idx] + k_first;
         const long long s = base & 1;
         at[f] = s * plane + (long long)ch * row4 + ((base - s) >> 1);
     }
     float2* dst = OUT && row >= 0 ? out + (long long)row * out_stride : nullptr;
-    for (long long k0 = k_begin; k0 < k_end; k0 += NB) {
+    for (long long k0 = k_first; k0 < k_end; k0 += NB) {
         float accr[NB], acci[NB];
 #pragma unroll
         for (int j = 0; j < NB; ++j) { accr[j] = 0.0f; acci[j] = 0.0f; }
 #pragma unroll
         for (int f = 0; f < F; ++f) {
             float xv[2 * NB];
-            const float4* src = xs + at[f] + ((k0 - k_begin) >> 1);
+            const float4* src = xs + at[f] + ((k0 - k_first) >> 1);
 #pragma unroll
             for (int q = 0; q < NB / 2; ++q) {
                 const float4 v = __ldg(src + q);
@@ -141,6 +148,7 @@ chan_iir(const float4* __restrict__ xs, const long long plane, const long long r
             }
         }
         if constexpr (OUT) {
+            if (k0 < k_begin) continue;  // warming up: the warp's blocks before its segment (uniform)
             reduce<W>(accr, acci, lane);
             if (!writer) continue;
             const long long k = k0 + first;
@@ -172,10 +180,10 @@ chan_iir(const float4* __restrict__ xs, const long long plane, const long long r
 // their blocks from shared memory; one barrier a block.  The host orders each row's filters so the
 // 16 lanes of each half-warp and register have distinct delays modulo 16 (distinct banks,
 // :func:`ring_order`).  The arithmetic is chan_iir<F, 32>'s.
-template <int F, bool OUT>
+template <int F, int W, bool OUT>
 __global__ void __launch_bounds__(128)
 chan_ring(const float2* __restrict__ xs, const long long row_len, const long long pad,
-          const long long n_pad, const long long seg_len, const float2* __restrict__ a,
+          const long long n_pad, const long long seg_len, const int* __restrict__ warm, const float2* __restrict__ a,
           const float2* __restrict__ b, const int* __restrict__ d, const int* __restrict__ chan,
           const int* __restrict__ dlo, const int* __restrict__ dhi, const int ring_mask,
           const float2* __restrict__ init, float2* __restrict__ end_state, float2* __restrict__ out,
@@ -187,11 +195,15 @@ chan_ring(const float2* __restrict__ xs, const long long row_len, const long lon
     const int lane = threadIdx.x & 31;
     const int seg = blockIdx.y;
     const long long k_begin = (long long)seg * seg_len, k_end = min(n_pad, k_begin + seg_len);
-    const int row = warp < n_slots ? rows[warp] : -1;
-    const float2* x = xs + (long long)chan[warp] * row_len;
+    // warm-up from zero: the same for every warp of the block (host), so the barriers stay uniform
+    const long long k_first = warm != nullptr ? max(0LL, k_begin - warm[warp]) : k_begin;
+    constexpr int P = NB / W > 2 ? NB / W : 2;
+    const int slot = warp * (32 / W) + lane / W;
+    const int row = slot < n_slots ? rows[slot] : -1;
+    const float2* x = xs + (long long)chan[warp] * row_len;  // one channel a block
     const int lo = dlo[blockIdx.x], hi = dhi[blockIdx.x];
-    const bool writer = row >= 0 && (lane & 1) == 0 && lane < 16;
-    const int first = first_sample<32>(lane);
+    const bool writer = row >= 0 && (W < 16 || ((lane & 1) == 0 && (W < 32 || lane < 16)));
+    const int first = first_sample<W>(lane);
     // channel sample p (padded coordinates: pad + k - d) lives at p & ring_mask, the first NB also
     // at RING + (p & ring_mask)
     auto put = [&](const long long p, const float2 v) {
@@ -199,7 +211,7 @@ chan_ring(const float2* __restrict__ xs, const long long row_len, const long lon
         ring[q] = v;
         if (q < NB) ring[q + ring_mask + 1] = v;
     };
-    for (long long p = pad + k_begin - hi + threadIdx.x; p < pad + k_begin - lo + NB; p += blockDim.x) put(p, x[p]);
+    for (long long p = pad + k_first - hi + threadIdx.x; p < pad + k_first - lo + NB; p += blockDim.x) put(p, x[p]);
     float ar[F], ai[F], br[F], bi[F], yr[F], yi[F];
     int pos[F];
 #pragma unroll
@@ -209,11 +221,11 @@ chan_ring(const float2* __restrict__ xs, const long long row_len, const long lon
         ar[f] = av.x; ai[f] = av.y; br[f] = bv.x; bi[f] = bv.y;
         const float2 y0 = init != nullptr ? init[idx * n_seg + seg] : make_float2(0.0f, 0.0f);
         yr[f] = y0.x; yi[f] = y0.y;
-        pos[f] = (int)((pad + k_begin - d[idx]) & ring_mask);
+        pos[f] = (int)((pad + k_first - d[idx]) & ring_mask);
     }
     __syncthreads();
     float2* dst = OUT && row >= 0 ? out + (long long)row * out_stride : nullptr;
-    for (long long k0 = k_begin; k0 < k_end; k0 += NB) {
+    for (long long k0 = k_first; k0 < k_end; k0 += NB) {
         const long long p_next = pad + k0 + NB - lo + threadIdx.x;  // the next block's new samples
         const float2 next = threadIdx.x < NB ? x[p_next] : make_float2(0.0f, 0.0f);
         float accr[NB], acci[NB];
@@ -250,13 +262,17 @@ chan_ring(const float2* __restrict__ xs, const long long row_len, const long lon
         if (threadIdx.x < NB) put(p_next, next);
         __syncthreads();
         if constexpr (OUT) {
-            reduce<32>(accr, acci, lane);
+            if (k0 < k_begin) continue;  // warming up
+            reduce<W>(accr, acci, lane);
             if (!writer) continue;
             const long long k = k0 + first;
-            float4 v = make_float4(accr[0], acci[0], accr[1], acci[1]);
-            if (k >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
-            if (k + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
-            __stwb(reinterpret_cast<float4*>(dst + k), v);
+#pragma unroll
+            for (int j = 0; j < P; j += 2) {
+                float4 v = make_float4(accr[j], acci[j], accr[j + 1], acci[j + 1]);
+                if (k + j >= n_valid) { v.x = 0.0f; v.y = 0.0f; }
+                if (k + j + 1 >= n_valid) { v.z = 0.0f; v.w = 0.0f; }
+                __stwb(reinterpret_cast<float4*>(dst + k + j), v);
+            }
         }
     }
     if (end_state != nullptr) {
@@ -309,9 +325,10 @@ synthesize(const float2* __restrict__ w, const long long w_stride, const long lo
 {
     const int lane = threadIdx.x & 31, half = lane >> 4, q = lane & 15;
     const int t = which[blockIdx.y];
-    const long long seg0 = ((long long)blockIdx.x * (SYNTH_THREADS / 32) + (threadIdx.x >> 5)) * seg_len;
-    if (seg0 >= n_low) return;
-    const long long seg1 = min(n_low, seg0 + seg_len);
+    // a warp past the series runs an empty segment at 0 (it writes nothing), so no lane leaves early
+    // and the shuffles need no divergence check
+    const long long first = ((long long)blockIdx.x * (SYNTH_THREADS / 32) + (threadIdx.x >> 5)) * seg_len;
+    const long long seg0 = first < n_low ? first : 0, seg1 = first < n_low ? min(n_low, seg0 + seg_len) : 0;
     const float2* src[R];
     float twr[R], twi[R];
 #pragma unroll
@@ -339,24 +356,29 @@ synthesize(const float2* __restrict__ w, const long long w_stride, const long lo
 #pragma unroll
     for (int k = 0; k < 10; ++k) { ur[k] = 0.0f; ui[k] = 0.0f; }
     float held_r = 0.0f, held_i = 0.0f;
-    float2* zt = z + (long long)t * z_stride;
+    // Step n writes output (n - 1) 16 + q (half 0) for seg0 < n <= last: the segment's end, or the
+    // last step whose output of column q is in the series; i = n - seg0 counts the steps (32 bits).
+    const long long in_series = max(0LL, (n_out - q + 15) / 16);
+    const int span = half == 0 ? (int)(min(seg1, in_series) - seg0) : 0;
+    float2* o = z + (long long)t * z_stride + (seg0 - 10) * 16 + q;  // output of step seg0 - 9, + 16 s
     // Steps n from seg0 - 9 to seg1: the first nine only fill the ring (U[seg0 - 4 ...]); seg_len is
     // even, so j = n + 5 has the parity of s.
-    for (long long n0 = seg0 - 9; n0 <= seg1; n0 += 10) {
+    for (long long n0 = seg0 - 9; n0 <= seg1; n0 += 10, o += 160) {
+        const int i0 = (int)(n0 - seg0);
 #pragma unroll
         for (int s = 0; s < 10; ++s) {
             const long long n = n0 + s, j = n + 5;
             float er = 0.0f, ei = 0.0f, fr = 0.0f, fi = 0.0f;
-            if (j >= 0 && j < n_low) {
+            // no bounds check: the rows have ROW_MARGIN zeros each side (j in [seg0 - 4, seg1 + 14]),
+            // so every load of the round is unconditional and issued ahead
 #pragma unroll
-                for (int u = 0; u < R; u += 2) {
-                    const float2 v = __ldg(src[u] + j);
-                    er = fmaf(v.x, twr[u], fmaf(-v.y, twi[u], er));
-                    ei = fmaf(v.x, twi[u], fmaf(v.y, twr[u], ei));
-                    const float2 v1 = __ldg(src[u + 1] + j);
-                    fr = fmaf(v1.x, twr[u + 1], fmaf(-v1.y, twi[u + 1], fr));
-                    fi = fmaf(v1.x, twi[u + 1], fmaf(v1.y, twr[u + 1], fi));
-                }
+            for (int u = 0; u < R; u += 2) {
+                const float2 v = __ldg(src[u] + j);
+                er = fmaf(v.x, twr[u], fmaf(-v.y, twi[u], er));
+                ei = fmaf(v.x, twi[u], fmaf(v.y, twr[u], ei));
+                const float2 v1 = __ldg(src[u + 1] + j);
+                fr = fmaf(v1.x, twr[u + 1], fmaf(-v1.y, twi[u + 1], fr));
+                fi = fmaf(v1.x, twi[u + 1], fmaf(v1.y, twr[u + 1], fi));
             }
             er += fr; ei += fi;
             if (s & 1) { er *= sign; ei *= sign; }  // odd channels: (-1)^(c j)
@@ -371,8 +393,7 @@ synthesize(const float2* __restrict__ w, const long long w_stride, const long lo
                 acci = fmaf(g[i], ui[slot], acci);
             }
             const float or_ = __shfl_xor_sync(FULL, accr, 16), oi = __shfl_xor_sync(FULL, acci, 16);
-            const long long k = (n - 1) * 16 + q;
-            if (half == 0 && n > seg0 && n <= seg1 && k < n_out) zt[k] = make_float2(held_r + or_, held_i + oi);
+            if ((unsigned)(i0 + s - 1) < (unsigned)span) o[16 * s] = make_float2(held_r + or_, held_i + oi);
             held_r = accr; held_i = acci;
         }
     }
@@ -499,8 +520,8 @@ def chan_name(f: int, w: int, out: bool = True) -> str:
     return f"chan_iir<{f}, {w}, {'true' if out else 'false'}>"
 
 
-def ring_name(f: int, out: bool = True) -> str:
-    return f"chan_ring<{f}, {'true' if out else 'false'}>"
+def ring_name(f: int, w: int, out: bool = True) -> str:
+    return f"chan_ring<{f}, {w}, {'true' if out else 'false'}>"
 
 
 #: The synthesis's row counts (per parity, even) a launch is compiled for: each template goes to
@@ -513,14 +534,13 @@ def synth_name(r: int) -> str:
 
 
 NAME_EXPRESSIONS = (tuple(chan_name(f, w, o) for f, w in LAYOUTS for o in (True, False))
-                    + tuple(ring_name(f, o) for f in RING_FILTERS for o in (True, False))
+                    + tuple(ring_name(f, w, o) for f, w in RING_LAYOUTS for o in (True, False))
                     + ("chan_scan", "channelize", "sub_channelize", "sub_synthesize")
                     + tuple(synth_name(r) for r in SYNTH_ROWS))
 
 
 def source() -> str:
     from gwbatch.spiir._cuda import REDUCTION
-
     from gwbatch.spiir.subbands import NEST, TAPS_PER_PHASE, prototype
 
     def table(name: str, values) -> str:
@@ -593,6 +613,23 @@ class RowLaunch:
     rows: object
     n_slots: int
     ring: RingSpec | None = None
+    warm: object = None  # each warp's warm-up (int32 samples, :func:`warm_samples`; block-uniform for the ring)
+    warm_max: int = 0
+
+
+#: A segment's warm-up: it starts from zero this many e-foldings of its slowest filter early, so the
+#: state it misses is e^-18 (1.5e-8) of the state it has, below float32's resolution.
+WARM_EFOLDINGS = 18
+
+
+def warm_samples(a_abs_max: np.ndarray) -> np.ndarray:
+    """The warm-up (samples, a multiple of :data:`NB`) of filters whose largest ``|a|`` is ``a_abs_max``:
+    :data:`WARM_EFOLDINGS` e-foldings of ``-1 / log|a|`` (0 for none; capped for ``|a|`` near 1)."""
+    a_abs_max = np.asarray(a_abs_max, np.float64)
+    tau = np.zeros(a_abs_max.shape)
+    live = a_abs_max > 0
+    tau[live] = -1.0 / np.log(np.minimum(a_abs_max[live], 1.0 - 1e-12))
+    return (np.ceil(np.minimum(WARM_EFOLDINGS * tau, 1 << 30) / NB) * NB).astype(np.int32)
 
 
 @dataclass(frozen=True)
@@ -654,70 +691,94 @@ def _ring_size(span: int) -> int:
     return max(RING_MIN, 1 << int(np.ceil(np.log2(span + 2 * NB))))
 
 
-def _wide_launches(f: int, members: np.ndarray, a, b, d, source, counts) -> list[RowLaunch]:
-    """The wide rows ``members`` (layout ``(f, 32)``; ``counts`` their filters) as ``chan_ring``
-    launches: rows of one channel in blocks of :data:`RING_WARPS` by their least delay, each block's
-    ring the window of its rows' delays; a launch per ring size (blocks whose ring would exceed
-    :data:`RING_MAX` go to ``chan_iir``)."""
+def _ring_slots(f: int, w: int, rows: list, d: np.ndarray, counts, order: dict) -> tuple[np.ndarray, np.ndarray]:
+    """One ``chan_ring<f, w>`` block's slots: ``(filter, delay)`` of shape ``(RING_WARPS, 32 f)``, the
+    filter as ``row * width + column`` of the plan's padded arrays (-1: an empty slot).  Wide rows
+    (``w = 32``, a warp each) take :func:`ring_order`'s slots; narrow ones ``32 / w`` a warp in
+    :func:`~gwbatch.spiir._cuda.pack_slots`' order, each empty slot given a delay of its half-warp's
+    first filter (the same address: a broadcast, no bank conflict)."""
+    from gwbatch.spiir._cuda import pack_slots
+
+    per_warp, width = 32 // w, d.shape[1]
+    lo = min(int(order[m][1].min()) if w == 32 else int(d[m, : counts[m]].min()) for m in rows)
+    slot_filter = np.full((RING_WARPS, 32 * f), -1, np.int64)
+    slot_delay = np.full((RING_WARPS, 32 * f), lo, np.int64)
+    if w == 32:
+        for i, m in enumerate(rows):
+            filt, delay = order[m]
+            slot_filter[i] = np.where(filt >= 0, m * width + filt, -1)
+            slot_delay[i] = delay
+        return slot_filter, slot_delay
+    index = np.full((RING_WARPS * per_warp, f * w), -1, np.int64)
+    for i, m in enumerate(rows):
+        index[i, : counts[m]] = m * width + np.arange(counts[m])
+    slot_filter[:] = pack_slots(index + 1, f, w, np.int64) - 1  # pack_slots pads with 0: shift by one
+    used = slot_filter >= 0
+    slot_delay[used] = d.ravel()[slot_filter[used]]
+    halves = slot_delay.reshape(-1, 16)
+    live = used.reshape(-1, 16)
+    for h in np.flatnonzero(live.any(axis=1) & ~live.all(axis=1)):
+        halves[h, ~live[h]] = halves[h, np.argmax(live[h])]
+    return slot_filter, slot_delay
+
+
+def _ring_launches(f: int, w: int, members: np.ndarray, a, b, d, source, counts) -> list[RowLaunch]:
+    """The rows ``members`` (layout ``(f, w)``; ``counts`` their filters) as ``chan_ring<f, w>``
+    launches: rows of one channel in blocks of :data:`RING_WARPS` warps (``32 / w`` rows a warp) by
+    their least delay, each block's ring the window of its rows' delays; a launch per ring size
+    (blocks whose ring would exceed :data:`RING_MAX` go to ``chan_iir``)."""
     import cupy
 
-    slots = 32 * f
-    order = {}
-    for m in members.tolist():
-        order[m] = ring_order(d[m, : counts[m]], f)
-    blocks = []  # (rows, lo, hi)
+    per_block = RING_WARPS * (32 // w)
+    order = {m: ring_order(d[m, : counts[m]], f) for m in members.tolist()} if w == 32 else {}
+    least = {m: int(d[m, : counts[m]].min()) for m in members.tolist()}
+    blocks = []  # (rows, slot_filter, slot_delay)
     for c in np.unique(source[members]).tolist():
-        mine = sorted((m for m in members.tolist() if source[m] == c), key=lambda m: int(order[m][1].min()))
-        for i in range(0, len(mine), RING_WARPS):
-            rows = mine[i: i + RING_WARPS]
-            lo = min(int(order[m][1].min()) for m in rows)
-            hi = max(int(order[m][1].max()) for m in rows)
-            blocks.append((rows, lo, hi))
-    sizes = np.array([_ring_size(hi - lo) for _, lo, hi in blocks])
+        mine = sorted((m for m in members.tolist() if source[m] == c), key=least.get)
+        for i in range(0, len(mine), per_block):
+            rows = mine[i: i + per_block]
+            blocks.append((rows, *_ring_slots(f, w, rows, d, counts, order)))
+    sizes = np.array([_ring_size(int(delay.max() - delay.min())) for _, _, delay in blocks])
     out = []
     for size in np.unique(sizes).tolist():
         picked = [blocks[i] for i in np.flatnonzero(sizes == size)]
         if size > RING_MAX:
-            out.extend(_slot_launches(f, 32, np.array([m for rows, _, _ in picked for m in rows]), a, b, d, source))
+            out.extend(_slot_launches(f, w, np.array([m for rows, _, _ in picked for m in rows]), a, b, d, source))
             continue
-        n_warps = RING_WARPS * len(picked)
-        packed_a = np.zeros((n_warps, slots), np.complex64)
+        slot_filter = np.concatenate([filt for _, filt, _ in picked])
+        used = slot_filter >= 0
+        packed_a = np.zeros(slot_filter.shape, np.complex64)
         packed_b = np.zeros_like(packed_a)
-        packed_d = np.zeros((n_warps, slots), np.int32)
-        chan = np.zeros(n_warps, np.int32)
-        rows_out = np.full(n_warps, -1, np.int32)
-        for k, (rows, lo, _) in enumerate(picked):
-            for w in range(RING_WARPS):
-                i = k * RING_WARPS + w
-                chan[i] = source[rows[0]]
-                if w >= len(rows):
-                    packed_d[i] = lo  # an empty warp of the block: no filters, no output
-                    continue
-                m = rows[w]
-                slot_filter, slot_delay = order[m]
-                used = slot_filter >= 0
-                packed_a[i, used], packed_b[i, used] = a[m, slot_filter[used]], b[m, slot_filter[used]]
-                packed_d[i] = slot_delay
-                rows_out[i] = m
-        out.append(RowLaunch(f, 32, cupy.asarray(packed_a), cupy.asarray(packed_b), cupy.asarray(packed_d),
-                             cupy.asarray(chan), cupy.asarray(rows_out), n_warps,
+        packed_a[used], packed_b[used] = a.ravel()[slot_filter[used]], b.ravel()[slot_filter[used]]
+        packed_d = np.concatenate([delay for _, _, delay in picked]).astype(np.int32)
+        chan = np.repeat([source[rows[0]] for rows, _, _ in picked], RING_WARPS).astype(np.int32)
+        rows_out = np.full(len(picked) * per_block, -1, np.int32)
+        for k, (rows, _, _) in enumerate(picked):
+            rows_out[k * per_block: k * per_block + len(rows)] = rows
+        warm = np.repeat(warm_samples(np.abs(packed_a).reshape(len(picked), -1).max(axis=1)), RING_WARPS)
+        out.append(RowLaunch(f, w, cupy.asarray(packed_a), cupy.asarray(packed_b), cupy.asarray(packed_d),
+                             cupy.asarray(chan), cupy.asarray(rows_out), rows_out.size,
                              RingSpec(int(size), RING_WARPS,
-                                      cupy.asarray(np.array([lo for _, lo, _ in picked], np.int32)),
-                                      cupy.asarray(np.array([hi for _, _, hi in picked], np.int32)))))
+                                      cupy.asarray(np.array([delay.min() for _, _, delay in picked], np.int32)),
+                                      cupy.asarray(np.array([delay.max() for _, _, delay in picked], np.int32))),
+                             cupy.asarray(warm), int(warm.max())))
     return out
 
 
 def _slot_launches(f: int, w: int, members: np.ndarray, a, b, d, source, counts=None) -> list[RowLaunch]:
-    """The rows ``members`` as one ``chan_iir<f, w>`` launch."""
+    """The rows ``members`` as one ``chan_iir<f, w>`` launch, the slowest-decaying rows first (warps
+    of like warm-up)."""
     import cupy
 
     from gwbatch.spiir._cuda import pack_slots
 
     width = min(a.shape[1], f * w)  # the layout's rows hold at most f w filters each
-    packed = [cupy.asarray(pack_slots(v[members, :width], f, w, t))
-              for v, t in ((a, np.complex64), (b, np.complex64), (d, np.int32))]
-    return [RowLaunch(f, w, *packed, cupy.asarray(source[members].astype(np.int32)),
-                      cupy.asarray(members.astype(np.int32)), int(members.size))]
+    members = members[np.argsort(-np.abs(a[members, :width]).max(axis=1), kind="stable")]
+    packed = [pack_slots(v[members, :width], f, w, t) for v, t in ((a, np.complex64), (b, np.complex64), (d, np.int32))]
+    warm = warm_samples(np.abs(packed[0]).max(axis=1))
+    return [RowLaunch(f, w, *(cupy.asarray(v) for v in packed), cupy.asarray(source[members].astype(np.int32)),
+                      cupy.asarray(members.astype(np.int32)), int(members.size), None, cupy.asarray(warm),
+                      int(warm.max()))]
 
 
 def device_plan(plan, ring: bool = True) -> DevicePlan:
@@ -739,7 +800,7 @@ def device_plan(plan, ring: bool = True) -> DevicePlan:
     counts = np.array([r.a.size for r in plan.rows])
     launches = []
     for (f, w), members in sorted(by_layout.items()):
-        make = _wide_launches if ring and w == 32 and f in RING_FILTERS else partial(_slot_launches, w=w)
+        make = partial(_ring_launches, w=w) if ring and (f, w) in RING_LAYOUTS else partial(_slot_launches, w=w)
         launches.extend(make(f, members=np.array(members), a=a, b=b, d=d, source=source, counts=counts))
     per = plan.rows_of.shape[2]
     if per > MAX_PER_PARITY:
@@ -769,24 +830,43 @@ PLANS_KEPT = 512
 _PLANS: OrderedDict = OrderedDict()
 
 
-#: Time segments pay only where a launch lacks parallelism: the segments run the recurrence twice
-#: (end states from zero, then from the true states).  A launch of ``n_warps`` warps of ``F`` filters
-#: a lane is cut when ``ROW_WARPS / (n_warps F)`` is at least ``MIN_GAIN``, into that many segments
-#: of at least ``MIN_SEGMENT`` channel samples.  On one H200 (BNS, benchmarks/RESULTS.md "Sub-band
-#: SPIIR"), segmenting every launch to 8192 warps made F = 1, W = 4/8 rows 2-2.7x faster and F = 2/4,
-#: W = 32 rows (4672-4864 filter-warps) 1.4-1.6x slower.
+#: Time segments: a launch of ``n_warps`` warps of ``F`` filters a lane that holds too few warps to
+#: fill the GPU (``gain = ROW_WARPS / (n_warps F)``) is cut into segments of the series, each started
+#: from its true state one of two ways:
+#:
+#: - warm-up: the segment starts ``warm`` samples early from zero (its slowest filter's
+#:   :data:`WARM_EFOLDINGS` e-foldings, :func:`warm_samples`) and drops their outputs; used when the
+#:   gain is at least ``WARM_GAIN`` and segments of ``WARM_SHARE`` warm-ups (and ``MIN_SEGMENT``) give
+#:   two or more;
+#: - the scan: ``chan_iir<F, W, false>`` makes each segment's end state from zero, ``chan_scan``
+#:   carries them across, and every segment runs from its true state: the recurrence twice, so it is
+#:   used when the gain is at least ``MIN_GAIN``.  On one H200 (BNS, benchmarks/RESULTS.md "Sub-band
+#:   SPIIR"), scanning every launch to 8192 warps made F = 1, W = 4/8 rows 2-2.7x faster and F = 2/4,
+#:   W = 32 rows (4672-4864 filter-warps) 1.4-1.6x slower; its first pass took 60-75% of the second's
+#:   time (Nsight Compute, benchmarks/RESULTS.md "Warm-ups").
 ROW_WARPS = 8192
 MIN_GAIN = 4
 MIN_SEGMENT = 1024
+WARM_GAIN = 2
+WARM_SHARE = 4
 
 
-def segments_for(n_warps: int, f: int, n_pad: int, target: int = ROW_WARPS) -> tuple[int, int]:
-    """``(segments, seg_len)`` of a launch of ``n_warps`` warps of ``f`` filters a lane over ``n_pad``
-    samples (``seg_len`` a multiple of :data:`NB`; one segment when cutting does not pay)."""
+def segments_for(n_warps: int, f: int, n_pad: int, target: int = ROW_WARPS,
+                 warm: int | None = None) -> tuple[int, int, bool]:
+    """``(segments, seg_len, scan)`` of a launch of ``n_warps`` warps of ``f`` filters a lane over
+    ``n_pad`` samples whose slowest warp warms up over ``warm`` samples (None: no warm-up);
+    ``seg_len`` a multiple of :data:`NB`, one segment when cutting does not pay, ``scan`` whether the
+    segments start from scanned states (else from their warm-ups)."""
     gain = _ceil_div(target, max(1, n_warps * f))
+    if warm is not None and gain >= WARM_GAIN:
+        segments = min(gain, n_pad // max(MIN_SEGMENT, WARM_SHARE * warm))
+        if segments >= 2:
+            seg_len = _ceil_div(_ceil_div(n_pad, segments), NB) * NB
+            return _ceil_div(n_pad, seg_len), seg_len, False
     segments = max(1, min(gain, n_pad // MIN_SEGMENT)) if gain >= MIN_GAIN else 1
     seg_len = _ceil_div(_ceil_div(n_pad, segments), NB) * NB
-    return _ceil_div(n_pad, seg_len), seg_len
+    segments = _ceil_div(n_pad, seg_len)
+    return segments, seg_len, segments > 1
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -794,47 +874,51 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def run_rows(xs, plane: int, row4: int, pad: int, n_pad: int, launches, out, n_valid: int, streams=None,
-             target: int = ROW_WARPS, join: bool = True) -> list:
+             target: int = ROW_WARPS, join: bool = True, warmup: bool = True) -> list:
     """Every :class:`RowLaunch` (``chan_iir`` or ``chan_ring``), each on its own stream of
-    ``streams`` when given, in time segments (:func:`segments_for`): the segments' end states from
-    zero, ``chan_scan``, then the segments from their true states.  ``join``: the current stream
-    waits for them; else their streams' events are returned for the caller to wait on."""
+    ``streams`` when given, in time segments (:func:`segments_for`; ``warmup`` False: scanned
+    segments only).  ``join``: the current stream waits for them; else their streams' events are
+    returned for the caller to wait on."""
     import cupy
 
     mod = _module()
     current = cupy.cuda.get_current_stream()
+    out_stride = out.strides[0] // out.itemsize
     done = []
     for i, launch in enumerate(launches):
         f, w, a = launch.f, launch.w, launch.a
         n_warps = a.shape[0]
-        segments, seg_len = segments_for(n_warps, f, n_pad, target)
+        warm = launch.warm_max if warmup and launch.warm is not None else None
+        segments, seg_len, scan = segments_for(n_warps, f, n_pad, target, warm)
         stream = streams[i % len(streams)] if streams else current
         if streams:
             stream.wait_event(current.record())
-        tail = (cupy.int64(out.shape[1]), launch.rows, cupy.int32(launch.n_slots), cupy.int64(n_valid),
+        tail = (cupy.int64(out_stride), launch.rows, cupy.int32(launch.n_slots), cupy.int64(n_valid),
                 cupy.int32(n_warps), cupy.int32(segments))
-        if launch.ring is None:
+        if launch.ring is None:  # the arguments before and after the warm-ups
             name, threads, shared = partial(chan_name, f, w), THREADS, 0
-            head = (xs, cupy.int64(plane), cupy.int64(row4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len),
-                    a, launch.b, launch.d, launch.chan)
+            before = (xs, cupy.int64(plane), cupy.int64(row4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len))
+            after = (a, launch.b, launch.d, launch.chan)
         else:
             ring = launch.ring
             threads, shared = 32 * ring.warps, (ring.size + NB) * 8
-            name = partial(ring_name, f)
-            head = (xs, cupy.int64(2 * row4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len),
-                    a, launch.b, launch.d, launch.chan, ring.dlo, ring.dhi, cupy.int32(ring.size - 1))
+            name = partial(ring_name, f, w)
+            before = (xs, cupy.int64(2 * row4), cupy.int64(pad), cupy.int64(n_pad), cupy.int64(seg_len))
+            after = (a, launch.b, launch.d, launch.chan, ring.dlo, ring.dhi, cupy.int32(ring.size - 1))
         grid = (-(-n_warps * 32 // threads), segments)
         with stream:
             init = None
-            if segments > 1:
+            if scan:
                 end = cupy.empty((a.size, segments), dtype=cupy.complex64)
                 init = cupy.empty_like(end)
-                _kernel(mod, name(False), shared)(grid, (threads,), (*head, None, end, None, *tail),
+                _kernel(mod, name(False), shared)(grid, (threads,), (*before, None, *after, None, end, None, *tail),
                                                   shared_mem=shared)
                 mod.get_function("chan_scan")((-(-a.size // 256),), (256,),
                                               (a, end, init, cupy.int64(a.size), cupy.int32(segments),
                                                cupy.int64(seg_len)))
-            _kernel(mod, name(True), shared)(grid, (threads,), (*head, init, None, out, *tail), shared_mem=shared)
+            warm_up = launch.warm if segments > 1 and not scan else None
+            _kernel(mod, name(True), shared)(grid, (threads,), (*before, warm_up, *after, init, None, out, *tail),
+                                             shared_mem=shared)
         if streams:
             done.append(stream.record())
     if not join:
@@ -851,19 +935,49 @@ def _kernel(mod, name: str, shared: int):
     return fn
 
 
+#: Zeros each side of every channel row on the device (:func:`row_buffer`): the synthesis reads up to
+#: 4 samples before a row and 14 after its ``n_low``, and needs no bounds check.
+ROW_MARGIN = 16
+
+
+def row_buffer(n_rows: int, n_pad: int):
+    """``(n_rows, n_pad)`` complex64 rows, a view into a buffer with :data:`ROW_MARGIN` zeros each side
+    of each row (the rows themselves uninitialised)."""
+    import cupy
+
+    full = cupy.empty((n_rows, n_pad + 2 * ROW_MARGIN), dtype=cupy.complex64)
+    full[:, :ROW_MARGIN] = 0
+    full[:, ROW_MARGIN + n_pad:] = 0
+    return full[:, ROW_MARGIN: ROW_MARGIN + n_pad]
+
+
+def _with_margins(w):
+    """``w`` itself when it is a :func:`row_buffer` view, else a copy in one."""
+    base = w.base
+    if (base is not None and base.ndim == 2 and w.strides[0] == base.strides[0]
+            and base.shape[1] >= w.shape[1] + 2 * ROW_MARGIN
+            and w.data.ptr - base.data.ptr == ROW_MARGIN * w.itemsize):
+        return w
+    rows = row_buffer(*w.shape)
+    rows[...] = w
+    return rows
+
+
 def run_synthesis(w, n_low: int, dp: DevicePlan, z, n_out: int, segment: int = SYNTH_SEGMENT) -> None:
-    """``synthesize<R>`` of every launch ``(R, which)`` of ``dp``."""
+    """``synthesize<R>`` of every launch ``(R, which)`` of ``dp`` over the rows ``w`` (copied into a
+    :func:`row_buffer` unless they are in one)."""
     import cupy
 
     if segment % 2:
         raise ValueError(f"a synthesis segment of {segment} channel samples: it must be even")
+    w = _with_margins(w)
     per_block = SYNTH_THREADS // 32
     segments = -(-n_low // segment)
     mod = _module()
     for r, which in dp.synth_launches:
         mod.get_function(synth_name(r))(
             (-(-segments // per_block), which.size), (SYNTH_THREADS,),
-            (w, cupy.int64(w.shape[1]), cupy.int64(n_low), dp.rows_of, dp.chan_of, dp.taps, z,
+            (w, cupy.int64(w.strides[0] // w.itemsize), cupy.int64(n_low), dp.rows_of, dp.chan_of, dp.taps, z,
              cupy.int64(z.shape[1]), cupy.int64(n_out), cupy.int64(segment), which))
 
 
@@ -935,16 +1049,17 @@ def run_sub_synthesis(w, n_sub: int, sub_plan, into, out, n_out: int) -> None:
     n_blocks = -(-n_out // sub_plan.decimation)
     _module().get_function("sub_synthesize")(
         (-(-n_blocks // 128), sub_plan.n_templates), (128,),
-        (w, cupy.int64(w.shape[1]), cupy.int64(n_sub), dp.rows_of, dp.chan_of, into, out,
-         cupy.int64(out.shape[1]), cupy.int64(n_out)))
+        (w, cupy.int64(w.strides[0] // w.itemsize), cupy.int64(n_sub), dp.rows_of, dp.chan_of, into, out,
+         cupy.int64(out.strides[0] // out.itemsize), cupy.int64(n_out)))
 
 
 def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, target: int = ROW_WARPS,
-                      ring: bool = True):
+                      ring: bool = True, warmup: bool = True):
     """Every channel row of ``plan`` over the channels ``xc``, the nested channels' rows added
     (:func:`gwbatch.spiir.subbands.all_rows`): ``(plan.n_rows, n_pad)`` complex64 (every sample of
-    every row is written: zeros from ``n_low`` on; ``ring`` False: every row through ``chan_iir``;
-    ``only``: that launch alone, no nested rows).  The nested rows run on their own streams beside
+    every row is written: zeros from ``n_low`` on; a :func:`row_buffer` view; ``ring`` False: every
+    row through ``chan_iir``; ``warmup`` False: scanned segments only; ``only``: that launch alone,
+    no nested rows).  The nested rows run on their own streams beside
     the others; their synthesis adds them once both are done."""
     import cupy
 
@@ -955,11 +1070,11 @@ def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, t
     xs_sub = sub_channelize(xc, plan) if nested else None
     # the inputs the launches read stay referenced until the current stream has waited for them (the
     # memory pool would otherwise give their memory to the next allocation on the current stream)
-    out, done, inputs = _launch_rows(xc, plan, dp, streams, only, target)
+    out, done, inputs = _launch_rows(xc, plan, dp, streams, only, target, warmup)
     current = cupy.cuda.get_current_stream()
     if nested:
         sub_dp = device_plan(plan.nested, ring)
-        sub_rows, sub_done, sub_inputs = _launch_rows(xs_sub, plan.nested, sub_dp, streams, None, target)
+        sub_rows, sub_done, sub_inputs = _launch_rows(xs_sub, plan.nested, sub_dp, streams, None, target, warmup)
         for event in done + sub_done:
             current.wait_event(event)
         run_sub_synthesis(sub_rows, xs_sub.shape[1], plan.nested, dp.into, out, xc.shape[1])
@@ -971,14 +1086,13 @@ def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, t
     return out
 
 
-def _launch_rows(xc, plan, dp: DevicePlan, streams: bool, only, target: int):
+def _launch_rows(xc, plan, dp: DevicePlan, streams: bool, only, target: int, warmup: bool = True):
     """The rows of ``plan`` launched (each layout on its stream when ``streams``): ``(out, events,
     input)``, the current stream to wait on the events before it reads ``out`` or lets the input go."""
-    import cupy
 
     n_low = xc.shape[1]
     n_pad = -(-n_low // NB) * NB
-    out = cupy.empty((dp.n_rows, n_pad), dtype=cupy.complex64)
+    out = row_buffer(dp.n_rows, n_pad)
     if dp.n_rows > len(plan.rows):
         out[len(plan.rows):] = 0  # the virtual rows of their own
     if not plan.rows:
@@ -986,7 +1100,7 @@ def _launch_rows(xc, plan, dp: DevicePlan, streams: bool, only, target: int):
     xs, plane, row4 = shifted_channels(xc, dp.pad, n_pad)
     launches = dp.launches if only is None else (dp.launches[only],)
     done = run_rows(xs, plane, row4, dp.pad, n_pad, launches, out, n_low, dp.streams if streams else None, target,
-                    join=False)
+                    join=False, warmup=warmup)
     return out, done, xs
 
 
