@@ -76,7 +76,7 @@ SYNTH_THREADS = 128
 SYNTH_SEGMENT = 256
 #: Every layout compiled: ``(F, W)``.
 LAYOUTS = tuple((f, 32) for f in (1, 2, 4, 8)) + tuple((f, w) for w in (4, 8) for f in (1, 2, 4))
-#: Filters per lane of the wide layouts that use the ring (``chan_ring<8>`` would spill registers
+#: The layouts that read their input through the ring (``chan_ring<8, 32>`` would spill registers
 #: at its launch bounds; rows of 129-256 filters, none in the benchmark banks, stay on ``chan_iir``).
 RING_LAYOUTS = tuple((f, w) for f, w in LAYOUTS if f < 8)
 OPTIONS = ("-std=c++17",)
@@ -588,7 +588,7 @@ def layout_for(count: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class RingSpec:
-    """The input ring of a ``chan_ring<F>`` launch: its size (complex samples, a power of two), the
+    """The input ring of a ``chan_ring<F, W>`` launch: its size (complex samples, a power of two), the
     warps (rows) of a block, which share it, and each block's delays ``[dlo, dhi]`` (device arrays)."""
 
     size: int
