@@ -155,6 +155,11 @@ def main(argv=None):
     del rows
     cupy.get_default_memory_pool().free_all_blocks()
     whole = _gpu_median(partial(S.filter_subbands, x, plan), args.repeat)
+    # the same call composed by hand, and again after the first: whether the whole's time is its parts'
+    composed = _gpu_median(lambda: K.synthesize_cuda(K.channel_rows_cuda(S.channelize(x, plan.channels), plan), plan,
+                                                     n_low, x.size), args.repeat)
+    parts["whole_composed"] = composed
+    parts["whole_again"] = _gpu_median(partial(S.filter_subbands, x, plan), args.repeat)
     out["subbands"] = {"median_s": whole, "template_seconds_per_gpu_second": args.templates * args.seconds / whole,
                        "parts_s": parts, "layouts": layouts, "rows": len(plan.rows), "channels": len(plan.channels),
                        "virtual_rows": len(plan.virtual), "updates_per_sample": plan.updates_per_sample()}

@@ -7,6 +7,8 @@ noise times, medians of 7 by CUDA events, three rounds alternating:
 
 - ``filter_subbands`` (the channels, every row, the synthesis) and its rows and synthesis alone;
 - the rows with scanned segments only (``warmup=False``), and with the narrow rows on ``chan_iir``;
+- each group of ``--pipeline`` templates' plan in turn, its synthesis on a side stream while the
+  next group's rows run;
 - with ``--before PATH`` (a copy of ``gwbatch/spiir/_cuda_subbands.py`` from an earlier commit,
   ``git show REV:gwbatch/spiir/_cuda_subbands.py > PATH``) the same through that module.
 
@@ -26,6 +28,7 @@ import importlib.util
 import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +60,27 @@ def _module_from(path: str):
     return module
 
 
+def _pipelined(x, plans, side):
+    """``filter_subbands_cuda`` of each plan in turn, each plan's synthesis on ``side`` while the next
+    plan's rows run: whether the synthesis (issue-bound) and the rows (shared-memory-bound) share
+    the GPU better than they follow each other."""
+    import cupy
+
+    from gwbatch.spiir import _cuda_subbands as K
+    from gwbatch.spiir import subbands as S
+
+    current = cupy.cuda.get_current_stream()
+    outs = []
+    for plan in plans:
+        xc = S.channelize(x, plan.channels)
+        rows = K.channel_rows_cuda(xc, plan)
+        side.wait_event(current.record())
+        with side:
+            outs.append((K.synthesize_cuda(rows, plan, xc.shape[1], x.size), rows))
+    current.wait_event(side.record())
+    return outs
+
+
 def main(argv=None) -> int:
     import cupy
 
@@ -71,6 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=int, default=64)
     ap.add_argument("--before", help="an earlier copy of gwbatch/spiir/_cuda_subbands.py to time beside")
     ap.add_argument("--launches-once", action="store_true", help="each row launch once, then the synthesis (ncu)")
+    ap.add_argument("--pipeline", default="2,4", help="template groups for the pipelined variant (0: none)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(1)  # the kernel benchmark's region and seed
@@ -117,6 +142,13 @@ def main(argv=None) -> int:
         "whole_narrow_on_chan_iir": lambda: K.filter_subbands_cuda(x, wide_only),
         "synthesis": lambda: K.synthesize_cuda(rows, plan, xc.shape[1], x.size),
     }
+    side = cupy.cuda.Stream(non_blocking=True)
+    for groups in (int(g) for g in args.pipeline.split(",") if int(g) > 1):
+        size = -(-len(filters) // groups)
+        parts = [S.channel_plan(filters[i: i + size], fs) for i in range(0, len(filters), size)]
+        got = cupy.concatenate([z for z, _ in _pipelined(x, parts, side)])
+        out["differences"][f"whole_pipelined_{groups}"] = float(cupy.abs(got - z).max()) / z_peak
+        variants[f"whole_pipelined_{groups}"] = partial(_pipelined, x, parts, side)
     if before is not None:
         old_rows = before.channel_rows_cuda(xc, plan)
         out["differences"]["rows_before"] = float(cupy.abs(old_rows - rows).max()) / peak

@@ -505,23 +505,26 @@ def test_the_kernels_limit_on_rows_is_the_banks(monkeypatch):
     assert S.channel_plan([(a, b, d)], FS).rows_of.shape[2] == 14 > S.MAX_ROWS_PER_PARITY
 
 
-def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, per):
+def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len):
     """The ``synthesize`` kernel of gwbatch.spiir._cuda_subbands step by step on the host, lanes as
-    array axes, with its index expressions (each half's parity rows, the shuffle across halves, the
+    array axes, with its index expressions (each quarter's class of rows at its column ``lane & 7``,
+    the shuffle across the quarters and the odd half's factors, the shuffle across the halves, the
     register ring's slots, half 1's part of each output a step late and half 0's held for it, the
     nine filling steps, each lane's taps): the GPU's arithmetic apart from rounding."""
     assert seg_len % 2 == 0
     n_low = rows.shape[1]
     lane = np.arange(32)
-    half, q = lane >> 4, lane & 15
+    half, q, quarter, col = lane >> 4, lane & 15, (lane >> 3) & 1, lane & 7
+    cls = half + 2 * quarter
     sign = np.where(half == 0, 1.0, -1.0)
+    turn = np.where(quarter == 0, 1.0, -1.0)
+    even_factor = np.where((half == 1) & (quarter == 1), 1j, 1.0)
+    odd_factor = np.where(half == 1, -even_factor, even_factor)
     z = np.zeros((rows_of.shape[0], n_out), np.complex128)
     idx = (2 * np.arange(5)[:, None] - 4 - half[None, :]) * 16 + q[None, :] + 80  # (5, 32)
     g = np.where((idx >= 0) & (idx <= 160), taps[np.clip(idx, 0, 160)], 0.0)
     for t in range(rows_of.shape[0]):
-        mine = [[rows_of[t, h, u] for u in range(per) if rows_of[t, h, u] >= 0] for h in range(2)]
-        tw = [np.array([np.exp(1j * np.pi * ((chans[r] * q[:16]) & 31) / 16.0) for r in mine[h]]).reshape(-1, 16)
-              for h in range(2)]
+        mine = [[r for r in rows_of[t, k] if r >= 0] for k in range(4)]
         for seg0 in range(0, n_low, seg_len):
             seg1 = min(n_low, seg0 + seg_len)
             ring = np.zeros((10, 32), np.complex128)
@@ -532,13 +535,12 @@ def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, per):
                     j = n + 5
                     own = np.zeros(32, np.complex128)
                     if 0 <= j < n_low:
-                        for h in range(2):
-                            for r, w in zip(mine[h], tw[h]):
-                                own[16 * h: 16 * h + 16] += rows[r, j] * w
-                    if s & 1:
-                        own = own * sign
-                    partner = own[lane ^ 16]
-                    ring[(s + 9) % 10] = sign * own + partner
+                        for L in lane:
+                            for r in mine[cls[L]]:
+                                own[L] += rows[r, j] * np.exp(1j * np.pi * ((chans[r] * col[L]) & 31) / 16.0)
+                    v = own[lane ^ 8] + turn * own
+                    v = v * (odd_factor if s & 1 else even_factor)
+                    ring[(s + 9) % 10] = sign * v + v[lane ^ 16]
                     acc = np.sum(g * ring[(s + 8 - 2 * np.arange(5) + 10) % 10], axis=0)
                     other = acc[lane ^ 16]
                     k = (n - 1) * 16 + q[:16]
@@ -549,22 +551,21 @@ def _synthesis_kernel_emulated(rows, rows_of, chans, taps, n_out, seg_len, per):
     return z
 
 
-def test_the_synthesis_kernels_indexing_is_the_twins(templates):
+@pytest.mark.parametrize("n_low", [1000, 999])
+def test_the_synthesis_kernels_indexing_is_the_twins(templates, n_low):
     """The synthesis kernel's steps, emulated on the host with its own index expressions (register
-    ring, filling steps, segments that do not divide the series, a series that ends inside a
-    channel sample), give the twin's output: CI's check of the kernel's arithmetic, which the GPU
-    tests check on the device."""
+    ring, filling steps, segments that do not divide the series, a last segment of odd length, a
+    series that ends inside a channel sample), give the twin's output: CI's check of the kernel's
+    arithmetic, which the GPU tests check on the device."""
     from gwbatch.spiir import _cuda_subbands as K
 
     x = np.random.default_rng(6).standard_normal(int(70 * FS)).astype(np.float32)
     plan = S.channel_plan([(bt.a, bt.b, bt.d) for bt, _ in templates], FS)
-    rows = S.all_rows(S.channelize(x, plan.channels), plan)[:, :1000]
-    n_out = 1000 * S.DECIMATION - 5
-    per = K.MAX_PER_PARITY
-    rows_of = np.full((plan.n_templates, 2, per), -1, np.int64)
-    rows_of[:, :, : plan.rows_of.shape[2]] = plan.rows_of
+    rows = np.ascontiguousarray(S.all_rows(S.channelize(x, plan.channels), plan)[:, :n_low])
+    n_out = n_low * S.DECIMATION - 5
+    rows_of, _ = K.class_tables(plan.rows_of, plan.row_channels)
     chans = plan.row_channels
-    emulated = _synthesis_kernel_emulated(rows, rows_of, chans, S.DECIMATION * S.prototype(), n_out, 300, per)
+    emulated = _synthesis_kernel_emulated(rows, rows_of, chans, S.DECIMATION * S.prototype(), n_out, 300)
     twin = S.synthesize(rows, plan, n_out)
     assert np.abs(emulated - twin).max() <= 1e-5 * np.abs(twin).max()
 

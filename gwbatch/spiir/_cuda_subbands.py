@@ -31,30 +31,32 @@ output).  Every row kernel is bound by its loads and shuffles (one shared-memory
 ncu counts 3.6 ring wavefronts and 2.1 shuffles per warp and sample for a wide row of 27 filters.
 
 ``synthesize<R>``: a warp per template and time segment of ``SYNTH_SEGMENT`` channel samples, one
-launch per row count ``R`` of :data:`SYNTH_ROWS` (the templates with at most ``R`` rows of either
-parity; every step sums ``R``, and the rows have :data:`ROW_MARGIN` zeros each side, so no load is
-conditional and the loop's loads are issued ahead).  Lane
-``q`` of half ``h`` sums the template's rows of channel parity ``h`` for column ``q``:
-``E[q] = sum_{c even} W_c[j] e^{2 pi i c q / 32}``, ``O[q] = (-1)^j sum_{c odd} ...``; one shuffle
-across the halves gives ``U[j, q] = E + O`` (half 0) and ``U[j, q + 16] = E - O`` (half 1), kept in a
-ring of registers over the ten channel samples the outputs read.  Then
+launch per row count ``R`` of :data:`SYNTH_ROWS` (the templates with at most ``R`` rows of any class
+of channels modulo 4, :func:`class_tables`; every step sums ``R``, and the rows have
+:data:`ROW_MARGIN` zeros each side, so no load is conditional and the loop's loads are issued
+ahead).  The channel DFT is split radix 4: lane ``l`` of quarter ``k`` of half ``h`` sums the rows of
+class ``h + 2 k`` at column ``l`` (``l < 8``), ``P_c[l] = sum W_c[j] e^{2 pi i c l / 32}``; as
+``P_c[l + 8] = i^c P_c[l]``, a shuffle across the quarters gives each half's columns ``l`` and
+``l + 8`` (``E = P_0 +- P_2``, ``O = (-1)^j (P_1 + P_3)`` and ``(-1)^j i (P_1 - P_3)``), and one across
+the halves ``U[j, q] = E + O`` (half 0) and ``U[j, q + 16] = E - O`` (half 1), kept in a ring of
+registers over the ten channel samples the outputs read.  Then
 ``z[n D + r] = sum_m g[m D + r + H] U[n - m, (r + 16 m) mod 32]`` (``g = D p``, ``H`` its centre,
 ``m`` in ``[-5, 4]``): lane ``r`` takes the even ``m`` on column ``r``, lane ``r + 16`` the odd ones
 on column ``r + 16``, added by one shuffle.  Both halves keep ``U`` in the same slots, so half 1's
 part of an output comes a step after half 0's, which holds its own for it: no slot depends on the
-lane (5-6% faster than selecting the slot by half, bit-identical).  No shared memory and no
-barrier: each step is one channel sample, 16 outputs, 54 instructions a lane (R = 6).
+lane.  No shared memory and no barrier: 48 instructions a step of 16 outputs (SASS, R = 3; 57 for
+the split by parity alone at R = 6, which it replaced).
 
 Nested channels (:mod:`gwbatch.spiir.subbands`, "Nested channels"): ``sub_channelize`` cuts the
 channels' series into their sub-channels, the nested plan's rows run through the same row kernels on
 their own streams beside the others, and ``sub_synthesize`` adds them back into their template's
-rows at the channel rate (a thread per sub-channel sample and its ``NEST`` outputs, the taps compile
--time constants).
+rows at the channel rate (a thread per sub-channel sample and its ``NEST`` outputs, a launch per
+count of a virtual row's rows, :data:`SUB_ROWS`, unrolled; the taps compile-time constants).
 
 Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR" and the
-sections after it): within 4.4e-7 of the peak of the float64 direct form; with the warm-ups, the
-narrow rings and the synthesis without bounds checks 5.1-5.5 ms against 6.4-6.8 ms before them in
-the same process (rows 3.2-3.5 against 4.1-4.4, synthesis 1.9 against 2.3).
+sections after it): within 4.4e-7 of the peak of the float64 direct form; the synthesis 1.75 ms
+against 1.98 with the parity split, the whole 5.2 ms (6.4-6.8 before the warm-ups, the narrow rings
+and the synthesis without bounds checks).
 """
 
 from __future__ import annotations
@@ -309,21 +311,26 @@ __global__ void chan_scan(const float2* __restrict__ a, const float2* __restrict
 
 // Synthesis (module docstring): a warp per template t = blockIdx.y and time segment of seg_len
 // low-rate samples.  Lane r of half h holds column r + 16 h of U in a ring of registers over the
-// ten low-rate samples its outputs read; each step makes U one sample further (the half's DFT
-// part, shuffled across the halves) and gives 16 top-rate outputs.  rows_of / chan_of:
-// (T, 2, MAX_PER_PARITY), the template's channel rows of each parity, valid ones first (-1 after),
+// ten low-rate samples its outputs read; each step makes U one sample further and gives 16 top-rate
+// outputs.  The DFT is split by the channel modulo 4 (radix 4): lane l of quarter k (l = lane & 7,
+// k = (lane >> 3) & 1) of half h sums the rows of class h + 2 k at column l,
+// P_c[l] = sum_{c = h + 2k mod 4} W_c[j] e^{2 pi i c l / 32}; since P_c[l + 8] = i^c P_c[l], one
+// shuffle across the quarters gives each half's columns l and l + 8 (even: P_0 + P_2, P_0 - P_2;
+// odd: P_1 + P_3, i (P_1 - P_3)), and one across the halves U = E + O, E - O.  rows_of / chan_of:
+// (T, 4, MAX_PER_PARITY), the template's channel rows of each class, valid ones first (-1 after),
 // and their channels (0..31); taps g[0..160].  The templates ``which[blockIdx.y]`` have at most R
-// rows of either parity, and every step sums R rows (empty ones weighted 0) in a loop the compiler
+// rows of any class, and every step sums R rows (empty ones weighted 0) in a loop the compiler
 // unrolls, so the steps' loads are issued ahead (a loop stopping at each template's count was 2.6x
 // slower on an H200).
 template <int R>
-__global__ void __launch_bounds__(SYNTH_THREADS)
+// (R = 1 with no minimum of blocks spilled to keep 64 registers; six blocks allow 80, as R > 1 takes)
+__global__ void __launch_bounds__(SYNTH_THREADS, R == 1 ? 6 : 0)
 synthesize(const float2* __restrict__ w, const long long w_stride, const long long n_low,
            const int* __restrict__ rows_of, const int* __restrict__ chan_of, const float* __restrict__ taps,
            float2* __restrict__ z, const long long z_stride, const long long n_out, const long long seg_len,
            const int* __restrict__ which)
 {
-    const int lane = threadIdx.x & 31, half = lane >> 4, q = lane & 15;
+    const int lane = threadIdx.x & 31, half = lane >> 4, q = lane & 15, quarter = (lane >> 3) & 1, l = lane & 7;
     const int t = which[blockIdx.y];
     // a warp past the series runs an empty segment at 0 (it writes nothing), so no lane leaves early
     // and the shuffles need no divergence check
@@ -333,18 +340,18 @@ synthesize(const float2* __restrict__ w, const long long w_stride, const long lo
     float twr[R], twi[R];
 #pragma unroll
     for (int u = 0; u < R; ++u) {
-        const int base = (t * 2 + half) * MAX_PER_PARITY + u;
+        const int base = (t * 4 + half + 2 * quarter) * MAX_PER_PARITY + u;
         const int r = rows_of[base];
         src[u] = w + (long long)(r >= 0 ? r : 0) * w_stride;  // an empty slot reads row 0, weighted 0
         float s = 0.0f, co = 0.0f;
-        if (r >= 0) sincospif((float)((chan_of[base] * q) & 31) / 16.0f, &s, &co);  // e^{2 pi i c q / 32}
+        if (r >= 0) sincospif((float)((chan_of[base] * l) & 31) / 16.0f, &s, &co);  // e^{2 pi i c l / 32}
         twr[u] = co; twi[u] = s;
     }
     // Output n reads U[n - m] with m = 2 i - 4 - h (i < 5): half 0 U[n + 4 - 2 i], half 1
     // U[n + 5 - 2 i].  Both halves keep U[j] in ring slot (s + 9) mod 10 at step s of a round of ten
     // and read slots (s + 8 - 2 i) mod 10, U[n + 4 - 2 i]: half 0's part of output n, half 1's of
     // output n - 1.  Half 0 holds its part a step and adds half 1's: output n - 1 is written at step
-    // n.  Slots are known at compile time, and nothing depends on the half but the taps and a sign.
+    // n.  Slots are known at compile time, and nothing depends on the lane but the taps and constants.
     float g[5];
 #pragma unroll
     for (int i = 0; i < 5; ++i) {
@@ -352,6 +359,10 @@ synthesize(const float2* __restrict__ w, const long long w_stride, const long lo
         g[i] = (idx >= 0 && idx <= 160) ? taps[idx] : 0.0f;
     }
     const float sign = half ? -1.0f : 1.0f;  // U = E + O (half 0), E - O (half 1)
+    const float turn = quarter ? -1.0f : 1.0f;  // quarter 0: own + other's; quarter 1: other's - own
+    // the odd half's factor on its part: (-1)^j, and i on columns 8..15; even steps (t0) and odd (t1)
+    const float t0r = (half && quarter) ? 0.0f : 1.0f, t0i = (half && quarter) ? 1.0f : 0.0f;
+    const float t1r = half ? -t0r : t0r, t1i = half ? -t0i : t0i;
     float ur[10], ui[10];
 #pragma unroll
     for (int k = 0; k < 10; ++k) { ur[k] = 0.0f; ui[k] = 0.0f; }
@@ -372,16 +383,22 @@ synthesize(const float2* __restrict__ w, const long long w_stride, const long lo
             // no bounds check: the rows have ROW_MARGIN zeros each side (j in [seg0 - 4, seg1 + 14]),
             // so every load of the round is unconditional and issued ahead
 #pragma unroll
-            for (int u = 0; u < R; u += 2) {
+            for (int u = 0; u < R; ++u) {
                 const float2 v = __ldg(src[u] + j);
-                er = fmaf(v.x, twr[u], fmaf(-v.y, twi[u], er));
-                ei = fmaf(v.x, twi[u], fmaf(v.y, twr[u], ei));
-                const float2 v1 = __ldg(src[u + 1] + j);
-                fr = fmaf(v1.x, twr[u + 1], fmaf(-v1.y, twi[u + 1], fr));
-                fi = fmaf(v1.x, twi[u + 1], fmaf(v1.y, twr[u + 1], fi));
+                if (R >= 4 && (u & 1)) {  // two sums for four rows or more (a shorter chain)
+                    fr = fmaf(v.x, twr[u], fmaf(-v.y, twi[u], fr));
+                    fi = fmaf(v.x, twi[u], fmaf(v.y, twr[u], fi));
+                } else {
+                    er = fmaf(v.x, twr[u], fmaf(-v.y, twi[u], er));
+                    ei = fmaf(v.x, twi[u], fmaf(v.y, twr[u], ei));
+                }
             }
-            er += fr; ei += fi;
-            if (s & 1) { er *= sign; ei *= sign; }  // odd channels: (-1)^(c j)
+            if (R >= 4) { er += fr; ei += fi; }
+            const float qr = __shfl_xor_sync(FULL, er, 8), qi = __shfl_xor_sync(FULL, ei, 8);
+            const float vr = fmaf(turn, er, qr), vi = fmaf(turn, ei, qi);
+            const float cr = (s & 1) ? t1r : t0r, ci = (s & 1) ? t1i : t0i;  // registers chosen at compile time
+            er = fmaf(cr, vr, -ci * vi);
+            ei = fmaf(ci, vr, cr * vi);
             const float pr = __shfl_xor_sync(FULL, er, 16), pi = __shfl_xor_sync(FULL, ei, 16);
             ur[(s + 9) % 10] = fmaf(sign, er, pr);
             ui[(s + 9) % 10] = fmaf(sign, ei, pi);
@@ -457,60 +474,62 @@ __global__ void sub_channelize(const float2* __restrict__ x, const long long x_s
     out[(long long)i * n_low + m] = make_float2(re, im);
 }
 
-// Nested channels, synthesis: virtual row v's sub-channel rows (rows_of / chan_of: (V, 2,
-// MAX_PER_PARITY), -1 after the last; chan_of the sub-channel mod 2E) back at the channel rate,
-// added to row into[v] of out: out[into[v], j] += sum_r e^{i pi s_r j / E} sum_m W_r[m] g[j - m E + H]
-// (g = E p, 2 H + 1 taps, NEST_TAPS).  One thread per (v, sub-channel sample n) makes the E outputs
-// j = n E + q: they read W_r[n - 5 ... n + 5] (m = n - i, tap i E + q + H), loaded once for all E,
-// and the modulation is (-1)^(s n) e^{i pi s q / E} (NEST_TURN_*[s E + q]).
-__global__ void sub_synthesize(const float2* __restrict__ w, const long long w_stride, const long long n_sub,
-                               const int* __restrict__ rows_of, const int* __restrict__ chan_of,
-                               const int* __restrict__ into, float2* __restrict__ out, const long long out_stride,
-                               const long long n_out)
+// Nested channels, synthesis: virtual row v = which[blockIdx.y]'s sub-channel rows (rows_of / chan_of:
+// (V, FLAT_ROWS), its rows in a list, -1 after the last, at most K of them; chan_of the sub-channel
+// mod 2E) back at the channel rate, added to row into[v] of out:
+// out[into[v], j] += sum_r e^{i pi s_r j / E} sum_m W_r[m] g[j - m E + H] (g = E p, 2 H + 1 taps,
+// NEST_TAPS).  One thread per (v, sub-channel sample n) makes the E outputs j = n E + q: they read
+// W_r[n - 5 ... n + 5] (m = n - i, tap i E + q + H), loaded once for all E, and the modulation is
+// (-1)^(s n) e^{i pi s q / E} (NEST_TURN_*[s E + q]).  The K rows are unrolled and the rows have
+// ROW_MARGIN zeros each side, so every load (the outputs' old values too) is issued at once (a loop
+// that stopped at each row count waited on each row's index before its loads).
+template <int K>
+__global__ void __launch_bounds__(128)
+sub_synthesize(const float2* __restrict__ w, const long long w_stride, const long long n_sub,
+               const int* __restrict__ rows_of, const int* __restrict__ chan_of,
+               const int* __restrict__ into, float2* __restrict__ out, const long long out_stride,
+               const long long n_out, const int* __restrict__ which)
 {
     constexpr int E = NEST, H = NEST_HALF, M = H / E;  // i in [-M, M]
     const long long n = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int v = blockIdx.y;
+    const int v = which[blockIdx.y];
     if (n * E >= n_out) return;
+    float2* dst = out + (long long)into[v] * out_stride + n * E;
+    float2 before[E];
+#pragma unroll
+    for (int q = 0; q < E; ++q) before[q] = n * E + q < n_out ? dst[q] : make_float2(0.0f, 0.0f);
     float zr[E], zi[E];
 #pragma unroll
     for (int q = 0; q < E; ++q) { zr[q] = 0.0f; zi[q] = 0.0f; }
-    for (int par = 0; par < 2; ++par) {
-        for (int u = 0; u < MAX_PER_PARITY; ++u) {
-            const int base = (v * 2 + par) * MAX_PER_PARITY + u;
-            const int r = rows_of[base];
-            if (r < 0) break;
-            const int s = chan_of[base];
-            const float2* src = w + (long long)r * w_stride;
-            float2 win[2 * M + 1];
+#pragma unroll
+    for (int u = 0; u < K; ++u) {
+        const int r = rows_of[v * FLAT_ROWS + u];
+        const int s = r >= 0 ? chan_of[v * FLAT_ROWS + u] : 0;
+        const float weight = r >= 0 ? 1.0f : 0.0f;  // an empty slot reads row 0, weighted 0
+        const float2* src = w + (long long)(r >= 0 ? r : 0) * w_stride;
+        float2 win[2 * M + 1];
+#pragma unroll
+        for (int i = -M; i <= M; ++i) win[i + M] = __ldg(src + n - i);  // inside the margins
+        const float flip = ((s & 1) && (n & 1)) ? -weight : weight;  // (-1)^(s n)
+#pragma unroll
+        for (int q = 0; q < E; ++q) {
+            float sr = 0.0f, si = 0.0f;
 #pragma unroll
             for (int i = -M; i <= M; ++i) {
-                const long long m = n - i;
-                win[i + M] = (m >= 0 && m < n_sub) ? __ldg(src + m) : make_float2(0.0f, 0.0f);
+                const int idx = i * E + q + H;  // known at compile time: the tap is an operand
+                if (idx < 0 || idx > 2 * H) continue;
+                sr = fmaf(NEST_TAPS[idx], win[i + M].x, sr);
+                si = fmaf(NEST_TAPS[idx], win[i + M].y, si);
             }
-            const float flip = ((s & 1) && (n & 1)) ? -1.0f : 1.0f;  // (-1)^(s n)
-#pragma unroll
-            for (int q = 0; q < E; ++q) {
-                float sr = 0.0f, si = 0.0f;
-#pragma unroll
-                for (int i = -M; i <= M; ++i) {
-                    const int idx = i * E + q + H;  // known at compile time: the tap is an operand
-                    if (idx < 0 || idx > 2 * H) continue;
-                    sr = fmaf(NEST_TAPS[idx], win[i + M].x, sr);
-                    si = fmaf(NEST_TAPS[idx], win[i + M].y, si);
-                }
-                const float co = flip * NEST_TURN_RE[s * E + q], sn = flip * NEST_TURN_IM[s * E + q];
-                zr[q] = fmaf(sr, co, fmaf(-si, sn, zr[q]));
-                zi[q] = fmaf(sr, sn, fmaf(si, co, zi[q]));
-            }
+            const float co = flip * NEST_TURN_RE[s * E + q], sn = flip * NEST_TURN_IM[s * E + q];
+            zr[q] = fmaf(sr, co, fmaf(-si, sn, zr[q]));
+            zi[q] = fmaf(sr, sn, fmaf(si, co, zi[q]));
         }
     }
-    float2* dst = out + (long long)into[v] * out_stride + n * E;
 #pragma unroll
     for (int q = 0; q < E; ++q) {
         if (n * E + q >= n_out) break;
-        const float2 o = dst[q];
-        dst[q] = make_float2(o.x + zr[q], o.y + zi[q]);
+        dst[q] = make_float2(before[q].x + zr[q], before[q].y + zi[q]);
     }
 }
 """
@@ -524,19 +543,29 @@ def ring_name(f: int, w: int, out: bool = True) -> str:
     return f"chan_ring<{f}, {w}, {'true' if out else 'false'}>"
 
 
-#: The synthesis's row counts (per parity, even) a launch is compiled for: each template goes to
-#: the smallest that holds its rows.
-SYNTH_ROWS = (2, 4, 6, 8, MAX_PER_PARITY)
+#: The synthesis's row counts (per class, :func:`class_tables`) a launch is compiled for: each
+#: template goes to the smallest that holds its rows.
+SYNTH_ROWS = (1, 2, 3, 4, 6, 8, MAX_PER_PARITY)
 
 
 def synth_name(r: int) -> str:
     return f"synthesize<{r}>"
 
 
+#: The nested synthesis's list of a virtual row's rows (both parities), and the row counts a launch
+#: of ``sub_synthesize<K>`` is compiled for (each virtual row goes to the smallest that holds it).
+FLAT_ROWS = 2 * MAX_PER_PARITY
+SUB_ROWS = (1, 2, 3, 4, 5, 6, 8, 12, FLAT_ROWS)
+
+
+def sub_synth_name(k: int) -> str:
+    return f"sub_synthesize<{k}>"
+
+
 NAME_EXPRESSIONS = (tuple(chan_name(f, w, o) for f, w in LAYOUTS for o in (True, False))
                     + tuple(ring_name(f, w, o) for f, w in RING_LAYOUTS for o in (True, False))
-                    + ("chan_scan", "channelize", "sub_channelize", "sub_synthesize")
-                    + tuple(synth_name(r) for r in SYNTH_ROWS))
+                    + ("chan_scan", "channelize", "sub_channelize")
+                    + tuple(synth_name(r) for r in SYNTH_ROWS) + tuple(sub_synth_name(k) for k in SUB_ROWS))
 
 
 def source() -> str:
@@ -549,6 +578,7 @@ def source() -> str:
 
     turn = np.exp(1j * np.pi * np.outer(np.arange(2 * NEST), np.arange(NEST)) / NEST).ravel()  # [s E + q]
     return (REDUCTION + f"#define MAX_PER_PARITY {MAX_PER_PARITY}\n#define SYNTH_THREADS {SYNTH_THREADS}\n"
+            f"#define FLAT_ROWS {FLAT_ROWS}\n"
             f"#define NEST {NEST}\n#define NEST_HALF {TAPS_PER_PHASE * NEST // 2}\n"
             + table("NEST_TAPS", NEST * prototype(NEST)) + table("NEST_TURN_RE", turn.real)
             + table("NEST_TURN_IM", turn.imag) + SOURCE)
@@ -647,6 +677,9 @@ class DevicePlan:
     streams: tuple
     synth_launches: tuple
     into: object = None  # the rows the nested plan's virtual rows are added to (int32)
+    flat_rows: object = None  # each template's rows in a list, (T, FLAT_ROWS), and their channels,
+    flat_chan: object = None  # for sub_synthesize
+    flat_launches: tuple = ()  # its launches (K, which) by SUB_ROWS
 
 
 #: Wide rows (W = 32) read their input through a shared-memory ring (``chan_ring``) when their
@@ -781,6 +814,25 @@ def _slot_launches(f: int, w: int, members: np.ndarray, a, b, d, source, counts=
                       int(warm.max()))]
 
 
+def class_tables(rows_of: np.ndarray, row_channels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The synthesis's tables of a plan's ``rows_of`` ``(T, 2, per)`` (each template's rows by channel
+    parity, -1 after the last): ``(T, 4, MAX_PER_PARITY)`` int32, its rows by channel modulo 4 (the
+    class a quarter-warp sums), valid ones first in their order, and their channels (0 where empty)."""
+    per = rows_of.shape[2]
+    if per > MAX_PER_PARITY:
+        raise ValueError(f"a template has {per} channel rows of one parity; the synthesis holds {MAX_PER_PARITY}")
+    by_class = np.full((rows_of.shape[0], 4, MAX_PER_PARITY), -1, np.int32)
+    for t, h in zip(*np.nonzero((rows_of >= 0).any(axis=2))):
+        rows = rows_of[t, h][rows_of[t, h] >= 0]
+        for k in (0, 1):
+            mine = rows[row_channels[rows] % 4 == h + 2 * k]
+            by_class[t, h + 2 * k, : mine.size] = mine
+    if (by_class >= 0).sum() != (rows_of >= 0).sum():
+        raise ValueError("a row of one channel parity is listed under the other")
+    chans = np.where(by_class >= 0, np.asarray(row_channels)[np.maximum(by_class, 0)], 0).astype(np.int32)
+    return by_class, chans
+
+
 def device_plan(plan, ring: bool = True) -> DevicePlan:
     """The device arrays of ``plan`` (made once per plan object and ``ring``: wide rows through
     ``chan_ring``, else all through ``chan_iir``)."""
@@ -802,21 +854,26 @@ def device_plan(plan, ring: bool = True) -> DevicePlan:
     for (f, w), members in sorted(by_layout.items()):
         make = partial(_ring_launches, w=w) if ring and (f, w) in RING_LAYOUTS else partial(_slot_launches, w=w)
         launches.extend(make(f, members=np.array(members), a=a, b=b, d=d, source=source, counts=counts))
-    per = plan.rows_of.shape[2]
-    if per > MAX_PER_PARITY:
-        raise ValueError(f"a template has {per} channel rows of one parity; the synthesis holds {MAX_PER_PARITY}")
-    rows_of = np.full((plan.n_templates, 2, MAX_PER_PARITY), -1, np.int32)
-    rows_of[:, :, :per] = plan.rows_of
-    chan_of = np.where(rows_of >= 0, plan.row_channels[np.maximum(rows_of, 0)], 0)
+    rows_of, chan_of = class_tables(plan.rows_of, plan.row_channels)
     pad = int(max((int(r.d.max()) for r in plan.rows), default=0)) + NB
     counts = (rows_of >= 0).sum(axis=2).max(axis=1)
     bucket = np.searchsorted(np.asarray(SYNTH_ROWS), counts)  # the smallest R >= the template's count
     synth = tuple((SYNTH_ROWS[k], cupy.asarray(np.flatnonzero(bucket == k).astype(np.int32)))
                   for k in np.unique(bucket))
-    dp = DevicePlan(tuple(launches), cupy.asarray(rows_of), cupy.asarray(chan_of.astype(np.int32)),
+    flat = np.full((plan.n_templates, FLAT_ROWS), -1, np.int32)
+    listed = plan.rows_of.reshape(plan.n_templates, -1)
+    for t in range(plan.n_templates):
+        mine = listed[t][listed[t] >= 0]  # parity 0's rows, then parity 1's
+        flat[t, : mine.size] = mine
+    flat_chan = np.where(flat >= 0, np.asarray(plan.row_channels)[np.maximum(flat, 0)], 0).astype(np.int32)
+    per_list = np.searchsorted(np.asarray(SUB_ROWS), (flat >= 0).sum(axis=1))
+    flat_launches = tuple((SUB_ROWS[k], cupy.asarray(np.flatnonzero(per_list == k).astype(np.int32)))
+                          for k in np.unique(per_list))
+    dp = DevicePlan(tuple(launches), cupy.asarray(rows_of), cupy.asarray(chan_of),
                     cupy.asarray((plan.decimation * prototype(plan.decimation)).astype(np.float32)), pad, plan.n_rows,
                     tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches), synth,
-                    cupy.asarray(np.asarray(plan.into, np.int32)) if plan.into else None)
+                    cupy.asarray(np.asarray(plan.into, np.int32)) if plan.into else None,
+                    cupy.asarray(flat), cupy.asarray(flat_chan), flat_launches)
     _PLANS[key] = (plan, dp)  # the plan is kept with its arrays, so its id is not reused meanwhile
     while len(_PLANS) > PLANS_KEPT:
         _PLANS.popitem(last=False)
@@ -1041,16 +1098,19 @@ def _nested_constants(parent: tuple[int, ...], sub: tuple[int, ...], device: int
 
 
 def run_sub_synthesis(w, n_sub: int, sub_plan, into, out, n_out: int) -> None:
-    """``sub_synthesize``: the nested plan's rows ``w`` added at the channel rate to rows ``into`` of
-    ``out``."""
+    """``sub_synthesize<K>``: the nested plan's rows ``w`` (copied into a :func:`row_buffer` unless they
+    are in one) added at the channel rate to rows ``into`` of ``out``."""
     import cupy
 
     dp = device_plan(sub_plan)
+    w = _with_margins(w)
     n_blocks = -(-n_out // sub_plan.decimation)
-    _module().get_function("sub_synthesize")(
-        (-(-n_blocks // 128), sub_plan.n_templates), (128,),
-        (w, cupy.int64(w.strides[0] // w.itemsize), cupy.int64(n_sub), dp.rows_of, dp.chan_of, into, out,
-         cupy.int64(out.strides[0] // out.itemsize), cupy.int64(n_out)))
+    mod = _module()
+    for k, which in dp.flat_launches:
+        mod.get_function(sub_synth_name(k))(
+            (-(-n_blocks // 128), which.size), (128,),
+            (w, cupy.int64(w.strides[0] // w.itemsize), cupy.int64(n_sub), dp.flat_rows, dp.flat_chan, into, out,
+             cupy.int64(out.strides[0] // out.itemsize), cupy.int64(n_out), which))
 
 
 def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, target: int = ROW_WARPS,
