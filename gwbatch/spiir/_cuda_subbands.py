@@ -814,6 +814,32 @@ def _slot_launches(f: int, w: int, members: np.ndarray, a, b, d, source, counts=
                       int(warm.max()))]
 
 
+def _valid_first(rows: np.ndarray, keep: np.ndarray, width: int) -> np.ndarray:
+    """Each template's (first axis) entries of ``rows`` where ``keep``, in their order, then -1:
+    ``(T, width)`` int32."""
+    order = np.argsort(~keep, axis=1, kind="stable")
+    packed = np.where(np.take_along_axis(keep, order, 1), np.take_along_axis(rows, order, 1), -1)
+    out = np.full((rows.shape[0], width), -1, np.int32)
+    n = min(width, rows.shape[1])
+    out[:, :n] = packed[:, :n]
+    return out
+
+
+def _channels_of(table: np.ndarray, row_channels: np.ndarray) -> np.ndarray:
+    """The channels of a table's rows (0 where empty), int32."""
+    return np.where(table >= 0, np.asarray(row_channels)[np.maximum(table, 0)], 0).astype(np.int32)
+
+
+def _by_count(table: np.ndarray, sizes: tuple) -> tuple:
+    """Launches ``(size, which)``: each template of ``table`` (rows on the last axes, -1 empty) with
+    the smallest of ``sizes`` that holds its most rows on the last axis (``which`` on the device)."""
+    import cupy
+
+    counts = (table >= 0).sum(axis=-1).reshape(table.shape[0], -1).max(axis=1)
+    bucket = np.searchsorted(np.asarray(sizes), counts)
+    return tuple((sizes[k], cupy.asarray(np.flatnonzero(bucket == k).astype(np.int32))) for k in np.unique(bucket))
+
+
 def class_tables(rows_of: np.ndarray, row_channels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The synthesis's tables of a plan's ``rows_of`` ``(T, 2, per)`` (each template's rows by channel
     parity, -1 after the last): ``(T, 4, MAX_PER_PARITY)`` int32, its rows by channel modulo 4 (the
@@ -821,16 +847,20 @@ def class_tables(rows_of: np.ndarray, row_channels: np.ndarray) -> tuple[np.ndar
     per = rows_of.shape[2]
     if per > MAX_PER_PARITY:
         raise ValueError(f"a template has {per} channel rows of one parity; the synthesis holds {MAX_PER_PARITY}")
-    by_class = np.full((rows_of.shape[0], 4, MAX_PER_PARITY), -1, np.int32)
-    for t, h in zip(*np.nonzero((rows_of >= 0).any(axis=2))):
-        rows = rows_of[t, h][rows_of[t, h] >= 0]
-        for k in (0, 1):
-            mine = rows[row_channels[rows] % 4 == h + 2 * k]
-            by_class[t, h + 2 * k, : mine.size] = mine
+    row_channels = np.asarray(row_channels)
+    by_class = np.stack([_valid_first(rows_of[:, c % 2], (rows_of[:, c % 2] >= 0)
+                                      & (row_channels[np.maximum(rows_of[:, c % 2], 0)] % 4 == c), MAX_PER_PARITY)
+                         for c in range(4)], axis=1)
     if (by_class >= 0).sum() != (rows_of >= 0).sum():
         raise ValueError("a row of one channel parity is listed under the other")
-    chans = np.where(by_class >= 0, np.asarray(row_channels)[np.maximum(by_class, 0)], 0).astype(np.int32)
-    return by_class, chans
+    return by_class, _channels_of(by_class, row_channels)
+
+
+def flat_table(rows_of: np.ndarray) -> np.ndarray:
+    """The nested synthesis's table of a plan's ``rows_of`` ``(T, 2, per)``: ``(T, FLAT_ROWS)`` int32,
+    each template's rows in one list (parity 0's, then parity 1's), -1 after the last."""
+    listed = rows_of.reshape(rows_of.shape[0], -1)
+    return _valid_first(listed, listed >= 0, FLAT_ROWS)
 
 
 def device_plan(plan, ring: bool = True) -> DevicePlan:
@@ -856,24 +886,13 @@ def device_plan(plan, ring: bool = True) -> DevicePlan:
         launches.extend(make(f, members=np.array(members), a=a, b=b, d=d, source=source, counts=counts))
     rows_of, chan_of = class_tables(plan.rows_of, plan.row_channels)
     pad = int(max((int(r.d.max()) for r in plan.rows), default=0)) + NB
-    counts = (rows_of >= 0).sum(axis=2).max(axis=1)
-    bucket = np.searchsorted(np.asarray(SYNTH_ROWS), counts)  # the smallest R >= the template's count
-    synth = tuple((SYNTH_ROWS[k], cupy.asarray(np.flatnonzero(bucket == k).astype(np.int32)))
-                  for k in np.unique(bucket))
-    flat = np.full((plan.n_templates, FLAT_ROWS), -1, np.int32)
-    listed = plan.rows_of.reshape(plan.n_templates, -1)
-    for t in range(plan.n_templates):
-        mine = listed[t][listed[t] >= 0]  # parity 0's rows, then parity 1's
-        flat[t, : mine.size] = mine
-    flat_chan = np.where(flat >= 0, np.asarray(plan.row_channels)[np.maximum(flat, 0)], 0).astype(np.int32)
-    per_list = np.searchsorted(np.asarray(SUB_ROWS), (flat >= 0).sum(axis=1))
-    flat_launches = tuple((SUB_ROWS[k], cupy.asarray(np.flatnonzero(per_list == k).astype(np.int32)))
-                          for k in np.unique(per_list))
+    flat = flat_table(plan.rows_of)
     dp = DevicePlan(tuple(launches), cupy.asarray(rows_of), cupy.asarray(chan_of),
                     cupy.asarray((plan.decimation * prototype(plan.decimation)).astype(np.float32)), pad, plan.n_rows,
-                    tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches), synth,
+                    tuple(cupy.cuda.Stream(non_blocking=True) for _ in launches), _by_count(rows_of, SYNTH_ROWS),
                     cupy.asarray(np.asarray(plan.into, np.int32)) if plan.into else None,
-                    cupy.asarray(flat), cupy.asarray(flat_chan), flat_launches)
+                    cupy.asarray(flat), cupy.asarray(_channels_of(flat, plan.row_channels)),
+                    _by_count(flat, SUB_ROWS))
     _PLANS[key] = (plan, dp)  # the plan is kept with its arrays, so its id is not reused meanwhile
     while len(_PLANS) > PLANS_KEPT:
         _PLANS.popitem(last=False)
