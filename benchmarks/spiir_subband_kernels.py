@@ -160,6 +160,7 @@ def main(argv=None):
                                                      n_low, x.size), args.repeat)
     parts["whole_composed"] = composed
     parts["whole_again"] = _gpu_median(partial(S.filter_subbands, x, plan), args.repeat)
+    parts["whole_launched"] = _gpu_median(partial(K.filter_subbands_cuda, x, plan, False), args.repeat)  # no graph
     out["subbands"] = {"median_s": whole, "template_seconds_per_gpu_second": args.templates * args.seconds / whole,
                        "parts_s": parts, "layouts": layouts, "rows": len(plan.rows), "channels": len(plan.channels),
                        "virtual_rows": len(plan.virtual), "updates_per_sample": plan.updates_per_sample()}

@@ -6,6 +6,8 @@ Builds ``--distinct`` single-rate templates of the bank's benchmark region (as
 noise times, medians of 7 by CUDA events, three rounds alternating:
 
 - ``filter_subbands`` (the channels, every row, the synthesis) and its rows and synthesis alone;
+- the same launched one by one (``graph=False``) and from its CUDA graph, also by wall clock per
+  call alone and four in a row;
 - the rows with scanned segments only (``warmup=False``), and with the narrow rows on ``chan_iir``;
 - each group of ``--pipeline`` templates' plan in turn, its synthesis on a side stream while the
   next group's rows run;
@@ -40,6 +42,7 @@ def _events_median(fn, n: int = 7) -> float:
     import cupy
 
     fn()
+    fn()  # twice: a sub-band plan's CUDA graph is captured on its second call
     cupy.cuda.Device().synchronize()
     times = []
     for _ in range(n):
@@ -49,6 +52,26 @@ def _events_median(fn, n: int = 7) -> float:
         b.record()
         b.synchronize()
         times.append(cupy.cuda.get_elapsed_time(a, b))
+    return float(np.median(times))
+
+
+def _wall_median(fn, n: int = 7, calls: int = 1) -> float:
+    """Median wall time (ms) per call of ``calls`` calls of ``fn`` in a row, the device synchronised
+    after them: the host's issue time counts where the GPU waits on it."""
+    import time
+
+    import cupy
+
+    fn()
+    fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        cupy.cuda.Device().synchronize()
+        times.append((time.perf_counter() - t) * 1e3 / calls)
     return float(np.median(times))
 
 
@@ -134,8 +157,10 @@ def main(argv=None) -> int:
            "updates_per_sample": plan.updates_per_sample(), "differences": {
                "rows_scans_only": float(cupy.abs(K.channel_rows_cuda(xc, plan, warmup=False) - rows).max()) / peak,
                "rows_narrow_on_chan_iir": float(cupy.abs(K.channel_rows_cuda(xc, wide_only) - rows).max()) / peak}}
+    out["differences"]["whole_launched"] = float(cupy.abs(K.filter_subbands_cuda(x, plan, False) - z).max()) / z_peak
     variants = {
         "whole": lambda: K.filter_subbands_cuda(x, plan),
+        "whole_launched": lambda: K.filter_subbands_cuda(x, plan, False),
         "rows": lambda: K.channel_rows_cuda(xc, plan),
         "rows_scans_only": lambda: K.channel_rows_cuda(xc, plan, warmup=False),
         "rows_narrow_on_chan_iir": lambda: K.channel_rows_cuda(xc, wide_only),
@@ -157,6 +182,14 @@ def main(argv=None) -> int:
                          "rows_before": lambda: before.channel_rows_cuda(xc, plan),
                          "synthesis_before": lambda: before.synthesize_cuda(old_rows, plan, xc.shape[1], x.size)})
     out["rounds_ms"] = [{name: _events_median(fn) for name, fn in variants.items()} for _ in range(3)]
+    walls = {"whole": lambda: K.filter_subbands_cuda(x, plan),
+             "whole_launched": lambda: K.filter_subbands_cuda(x, plan, False)}
+    if before is not None:
+        walls["whole_before"] = lambda: before.filter_subbands_cuda(x, plan)
+    out["wall_ms"] = [{f"{name}{'' if calls == 1 else '_x4'}": _wall_median(fn, calls=calls)
+                       for name, fn in walls.items() for calls in (1, 4)} for _ in range(3)]
+    space = K.graph_space(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
+    out["graph_pool_bytes_per_template_sample"] = space.pool.total_bytes() / (args.templates * x.size)
     out["launches"] = {}
     for name, level, xin in levels:
         n_pad = -(-xin.shape[1] // K.NB) * K.NB

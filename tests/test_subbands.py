@@ -201,6 +201,34 @@ def test_warmed_up_segments_equal_the_scanned_and_the_whole(templates):
     assert bool((z == z_copy).all())
 
 
+@pytest.mark.gpu
+def test_graphs_replay_the_launches_bit_for_bit(templates):
+    """From a plan's second call at a length on, its channels and rows are replayed from a CUDA graph:
+    the output equals the launches one by one bit for bit, for two plans (one with nested channels)
+    and two lengths alternating on one stream (their graphs share one working memory), a new series
+    of a length already captured, on the legacy stream and on a task's own."""
+    cupy = pytest.importorskip("cupy")
+    from gwbatch.spiir import _cuda_subbands as K
+
+    rng = np.random.default_rng(13)
+    plans = [S.channel_plan([(bt.a, bt.b, bt.d) for bt, _ in templates] * 3, FS),
+             S.channel_plan([(bt.a, bt.b, bt.d) for bt, _ in templates[1:]], FS, nest=False)]
+    assert plans[0].nested is not None and plans[1].nested is None
+    series = [cupy.asarray(rng.standard_normal(n).astype(np.float32)) for n in (int(40 * FS), int(33 * FS) + 5)]
+    for stream in (cupy.cuda.Stream.null, cupy.cuda.Stream(non_blocking=True)):
+        with stream:
+            cases = [(plan, x) for plan in plans for x in series]
+            eager = [K.filter_subbands_cuda(x, plan, graph=False) for plan, x in cases]
+            for _ in range(3):  # the first call of each launches, the second captures, the third replays
+                for (plan, x), want in zip(cases, eager):
+                    assert bool((K.filter_subbands_cuda(x, plan, graph=True) == want).all())
+            space = K.graph_space(cupy.cuda.Device().id, stream.ptr)
+            assert {(id(plan), x.size) for plan, x in cases} <= set(space.graphs)
+            fresh = cupy.asarray(rng.standard_normal(series[0].size).astype(np.float32))
+            assert bool((K.filter_subbands_cuda(fresh, plans[0]) == K.filter_subbands_cuda(fresh, plans[0], False)).all())
+            stream.synchronize()
+
+
 def test_ring_blocks_of_narrow_rows_hold_every_filter_once_and_broadcast_their_empty_slots():
     """``_ring_slots`` for narrow rows (``32 / W`` a warp): every filter of the block's rows in one slot
     with its delay, each in its row's lanes; an empty slot reads the address of a filter of its half-warp."""

@@ -52,6 +52,7 @@ from gwbatch.sky.skymap import TEMPERATURE
 from gwbatch.spiir.cache import build_bank, cached_bank_path, placed_templates, store_psd
 from gwbatch.spiir.bank import multirate_tail
 from gwbatch.spiir.epochs import Epoch, mismatch_loss, plan_epochs, share_banks, template_cutoffs
+from gwbatch.spiir._cuda_subbands import GRAPH_BYTES
 from gwbatch.spiir.triggers import PASS_BYTES, find_triggers
 from gwbatch.tasks import ChunkResult, ChunkSpec, ChunkTask, Significance
 from gwbatch.waveforms.taylorf2 import chirp_time, isco_frequency
@@ -285,9 +286,12 @@ class SpiirSearch:
         """Kernel working memory of one task (upper bound): every detector's float32 filter input,
         kept for the coherent stage, and per pass of ``search.batch`` templates their complex64 SNR
         series with the float32 magnitudes, masks and peak scratch the trigger search makes of them
-        (:data:`gwbatch.spiir.triggers.PASS_BYTES` per template and sample); the coherent stage
-        refilters within the same memory (:func:`gwbatch.coherent.chunk.coherent_batch`)."""
-        return (4 * len(settings.ifos) + PASS_BYTES * settings.batch) * read_samples + SPIIR_FIXED_BYTES
+        (:data:`gwbatch.spiir.triggers.PASS_BYTES` per template and sample), with the sub-band
+        filters' CUDA graphs' working memory (:data:`gwbatch.spiir._cuda_subbands.GRAPH_BYTES`, which
+        they keep; reserved on the CPU too, an upper bound); the coherent stage refilters within the
+        same memory (:func:`gwbatch.coherent.chunk.coherent_batch`)."""
+        per_template = PASS_BYTES + GRAPH_BYTES
+        return (4 * len(settings.ifos) + per_template * settings.batch) * read_samples + SPIIR_FIXED_BYTES
 
     def task_cost(self, settings: SpiirSettings, read_samples: int) -> float:
         return read_samples * len(settings.ifos) * 100.0 * (1 + settings.network.slides / 100)

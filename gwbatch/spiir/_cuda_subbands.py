@@ -53,6 +53,9 @@ their own streams beside the others, and ``sub_synthesize`` adds them back into 
 rows at the channel rate (a thread per sub-channel sample and its ``NEST`` outputs, a launch per
 count of a virtual row's rows, :data:`SUB_ROWS`, unrolled; the taps compile-time constants).
 
+CUDA graphs (:class:`GraphSpace`): from a plan's second call at a length on, its channels and rows
+are one graph launch, the synthesis launched behind it into a new output.
+
 Measured on one H200 (BNS, 1024 templates x 64 s, benchmarks/RESULTS.md "Sub-band SPIIR" and the
 sections after it): within 4.4e-7 of the peak of the float64 direct form; the synthesis 1.75 ms
 against 1.98 with the parity split, the whole 5.2 ms (6.4-6.8 before the warm-ups, the narrow rings
@@ -61,7 +64,10 @@ and the synthesis without bounds checks).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
@@ -1133,13 +1139,15 @@ def run_sub_synthesis(w, n_sub: int, sub_plan, into, out, n_out: int) -> None:
 
 
 def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, target: int = ROW_WARPS,
-                      ring: bool = True, warmup: bool = True):
+                      ring: bool = True, warmup: bool = True, side: tuple | None = None):
     """Every channel row of ``plan`` over the channels ``xc``, the nested channels' rows added
     (:func:`gwbatch.spiir.subbands.all_rows`): ``(plan.n_rows, n_pad)`` complex64 (every sample of
     every row is written: zeros from ``n_low`` on; a :func:`row_buffer` view; ``ring`` False: every
     row through ``chan_iir``; ``warmup`` False: scanned segments only; ``only``: that launch alone,
     no nested rows).  The nested rows run on their own streams beside
-    the others; their synthesis adds them once both are done."""
+    the others; their synthesis adds them once both are done.  ``side``: the streams the launches
+    run on, top rows first, then nested (default: each device plan's own; ``streams`` False: the
+    current stream)."""
     import cupy
 
     from gwbatch.spiir.subbands import sub_channelize
@@ -1147,13 +1155,15 @@ def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, t
     dp = device_plan(plan, ring)
     nested = plan.nested is not None and only is None
     xs_sub = sub_channelize(xc, plan) if nested else None
+    top_side = (side[: len(dp.launches)] if side is not None else dp.streams) if streams else None
     # the inputs the launches read stay referenced until the current stream has waited for them (the
     # memory pool would otherwise give their memory to the next allocation on the current stream)
-    out, done, inputs = _launch_rows(xc, plan, dp, streams, only, target, warmup)
+    out, done, inputs = _launch_rows(xc, plan, dp, top_side, only, target, warmup)
     current = cupy.cuda.get_current_stream()
     if nested:
         sub_dp = device_plan(plan.nested, ring)
-        sub_rows, sub_done, sub_inputs = _launch_rows(xs_sub, plan.nested, sub_dp, streams, None, target, warmup)
+        sub_side = (side[len(dp.launches):] if side is not None else sub_dp.streams) if streams else None
+        sub_rows, sub_done, sub_inputs = _launch_rows(xs_sub, plan.nested, sub_dp, sub_side, None, target, warmup)
         for event in done + sub_done:
             current.wait_event(event)
         run_sub_synthesis(sub_rows, xs_sub.shape[1], plan.nested, dp.into, out, xc.shape[1])
@@ -1165,9 +1175,10 @@ def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, t
     return out
 
 
-def _launch_rows(xc, plan, dp: DevicePlan, streams: bool, only, target: int, warmup: bool = True):
-    """The rows of ``plan`` launched (each layout on its stream when ``streams``): ``(out, events,
-    input)``, the current stream to wait on the events before it reads ``out`` or lets the input go."""
+def _launch_rows(xc, plan, dp: DevicePlan, streams: tuple | None, only, target: int, warmup: bool = True):
+    """The rows of ``plan`` launched (launch ``i`` on ``streams[i]``; None: all on the current stream):
+    ``(out, events, input)``, the current stream to wait on the events before it reads ``out`` or
+    lets the input go."""
 
     n_low = xc.shape[1]
     n_pad = -(-n_low // NB) * NB
@@ -1178,8 +1189,7 @@ def _launch_rows(xc, plan, dp: DevicePlan, streams: bool, only, target: int, war
         return out, [], None
     xs, plane, row4 = shifted_channels(xc, dp.pad, n_pad)
     launches = dp.launches if only is None else (dp.launches[only],)
-    done = run_rows(xs, plane, row4, dp.pad, n_pad, launches, out, n_low, dp.streams if streams else None, target,
-                    join=False, warmup=warmup)
+    done = run_rows(xs, plane, row4, dp.pad, n_pad, launches, out, n_low, streams, target, join=False, warmup=warmup)
     return out, done, xs
 
 
@@ -1192,9 +1202,166 @@ def synthesize_cuda(rows, plan, n_low: int, n_out: int, segment: int = SYNTH_SEG
     return z
 
 
-def filter_subbands_cuda(x, plan):
-    """:func:`gwbatch.spiir.subbands.filter_subbands` on the GPU."""
-    from gwbatch.spiir.subbands import channelize as cut
+def filter_subbands_cuda(x, plan, graph: bool | None = None):
+    """:func:`gwbatch.spiir.subbands.filter_subbands` on the GPU: the channels and rows replayed from
+    a CUDA graph from a plan's second call at a length on (:class:`GraphSpace`; ``graph`` False:
+    launched one by one; None: :data:`GRAPHS`), the synthesis launched into a new output."""
+    import cupy
 
-    xc = cut(x, plan.channels)
-    return synthesize_cuda(channel_rows_cuda(xc, plan), plan, xc.shape[1], x.size)
+    from gwbatch.spiir.subbands import DECIMATION, channelize as cut
+
+    x = cupy.ascontiguousarray(x, dtype=cupy.float32)
+    rows = graph_rows(x, plan) if (GRAPHS if graph is None else graph) else None
+    if rows is None:
+        rows = channel_rows_cuda(cut(x, plan.channels), plan)
+    return synthesize_cuda(rows, plan, -(-x.size // DECIMATION), x.size)
+
+
+# ------------------------------------------------------------------------------------------------
+# CUDA graphs of the channels and rows
+
+#: Replay a plan's channels and rows from a CUDA graph (:class:`GraphSpace`): about 60 host
+#: operations a call (input copies, row buffers, every launch with its stream events) become one
+#: graph launch, which BBH plans need (their rows are issued about as fast as the GPU runs them,
+#: benchmarks/RESULTS.md "A radix-4 synthesis").
+GRAPHS = True
+#: Graphs kept per launch stream (least recently used dropped), as many as the device plans.
+GRAPHS_KEPT = 512
+#: Bytes per template and sample a launch stream's graphs hold for as long as it is used (their
+#: channels, shifted inputs and rows; 6.6 measured for 1024 BNS templates on an H200, 1.8 for BBH,
+#: benchmarks/RESULTS.md "CUDA graphs"): the memory plan reserves them beside the pass's own
+#: (:meth:`gwbatch.searches.spiir.SpiirSearch.work_bytes`).
+GRAPH_BYTES = 8
+
+
+@dataclass
+class _Graph:
+    plan: object
+    graph: object
+    rows: object  # the rows the graph leaves, a view of its working memory
+    keep: tuple  # the device arrays its launches read (device plans, channel constants)
+
+
+class GraphSpace:
+    """The CUDA graphs replayed on one launch stream of one device, each a plan's channels and rows
+    (top and nested, with the nested synthesis) at one series length, captured on the plan's
+    second call at that length (a plan called once, as the coherent stage's candidate subsets are,
+    is never captured).
+
+    Their working memory is one private memory pool (every graph's channels, shifted inputs, scan
+    states and rows), shared by every graph of the stream: graphs launched on one stream run one
+    after another, and the only memory read after a graph ends is its rows, by the synthesis queued
+    behind it on the same stream, before the next graph can start.  The pool holds the largest
+    plan's working memory for as long as the stream is used, as the eager launches' pool caches it.
+    Each length's input is a buffer the series is copied into before the launch."""
+
+    def __init__(self, device: int):
+        import cupy
+
+        self.device = device
+        self.pool = cupy.cuda.MemoryPool()
+        self.capture = cupy.cuda.Stream(non_blocking=True)
+        self.side: list = []
+        self.inputs: dict = {}
+        self.graphs: OrderedDict = OrderedDict()
+        self.seen: OrderedDict = OrderedDict()
+        self.failed: dict = {}
+        self.lock = threading.Lock()
+
+    def rows(self, x, plan, stream):
+        """The rows of ``plan`` for the float32 series ``x`` queued on ``stream`` by the graph (None:
+        not captured, the caller launches them)."""
+        key = (id(plan), x.size)
+        with self.lock:
+            entry = self.graphs.get(key)
+            if entry is None or entry.plan is not plan:
+                if self.failed.get(key) is plan or self._first_call(key, plan):
+                    return None
+                entry = self._capture(plan, x.size, key)
+                if entry is None:
+                    return None
+            self.graphs.move_to_end(key)
+            x_in = self.inputs[x.size]
+            x_in.data.copy_from_device_async(x.data, x.nbytes, stream)
+            entry.graph.launch(stream)
+            return entry.rows
+
+    def _first_call(self, key, plan) -> bool:
+        if self.seen.get(key) is plan:
+            return False
+        self.seen[key] = plan
+        while len(self.seen) > GRAPHS_KEPT:
+            self.seen.popitem(last=False)
+        return True
+
+    def _side_streams(self, count: int) -> tuple:
+        import cupy
+
+        while len(self.side) < count:
+            self.side.append(cupy.cuda.Stream(non_blocking=True))
+        return tuple(self.side[:count])
+
+    def _capture(self, plan, n: int, key):
+        """Capture ``plan``'s channels and rows at length ``n`` (None, and the plan marked, if the
+        capture fails: it then runs launch by launch)."""
+        import cupy
+
+        from gwbatch.spiir.subbands import channelize as cut, nested_sources
+
+        dp = device_plan(plan)
+        sub_dp = device_plan(plan.nested) if plan.nested is not None else None
+        side = self._side_streams(len(dp.launches) + (len(sub_dp.launches) if sub_dp is not None else 0))
+        keep = [dp, sub_dp, _channel_constants(tuple(int(c) for c in plan.channels), self.device)]
+        if plan.nested is not None:
+            parent, sub = nested_sources(plan)
+            keep.append(_nested_constants(tuple(int(v) for v in parent), tuple(int(v) for v in sub), self.device))
+        with cupy.cuda.using_allocator(self.pool.malloc):
+            if n not in self.inputs:
+                self.inputs[n] = cupy.zeros(n, dtype=cupy.float32)
+            x_in = self.inputs[n]
+            with self.capture:
+                self.capture.begin_capture()
+                try:
+                    rows = channel_rows_cuda(cut(x_in, plan.channels), plan, side=side)
+                except Exception as exc:
+                    with contextlib.suppress(Exception):
+                        self.capture.end_capture()
+                    return self._fail(key, plan, exc)
+                try:
+                    graph = self.capture.end_capture()
+                except Exception as exc:  # the capture was invalidated
+                    return self._fail(key, plan, exc)
+        full = rows.base
+        memory = cupy.cuda.UnownedMemory(full.data.ptr, full.nbytes, self, self.device)
+        view = cupy.ndarray(full.shape, full.dtype, cupy.cuda.MemoryPointer(memory, 0), full.strides)
+        entry = _Graph(plan, graph, view[:, ROW_MARGIN: ROW_MARGIN + rows.shape[1]], tuple(keep))
+        del rows, full  # their memory goes back to the pool: the next capture of the stream may use it
+        self.graphs[key] = entry
+        while len(self.graphs) > GRAPHS_KEPT:
+            self.graphs.popitem(last=False)
+        return entry
+
+    def _fail(self, key, plan, exc) -> None:
+        self.failed[key] = plan
+        logging.getLogger(__name__).warning("sub-band rows not captured in a CUDA graph (launched one by one): %s", exc)
+
+
+_SPACES: dict = {}
+
+
+def graph_space(device: int, stream_ptr: int) -> GraphSpace:
+    """The :class:`GraphSpace` of a launch stream (one per device and stream, made on first use)."""
+    key = (device, stream_ptr)
+    space = _SPACES.get(key)
+    if space is None:
+        space = _SPACES.setdefault(key, GraphSpace(device))
+    return space
+
+
+def graph_rows(x, plan):
+    """The rows of ``plan`` for the float32 CuPy series ``x`` from its CUDA graph on the current
+    stream (None where it has none yet: the caller launches them)."""
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    return graph_space(cupy.cuda.Device().id, stream.ptr).rows(x, plan, stream)

@@ -489,14 +489,20 @@ def _synthesize(rows, rows_of, chans, g, z, dec):
                     z[t, k] = acc
 
 
+def nested_sources(plan: ChannelPlan) -> tuple[np.ndarray, np.ndarray]:
+    """``(parent, sub)`` of each fine channel of ``plan.nested``: its channel's row in ``plan.channels``
+    and its sub-channel within it."""
+    fine = np.asarray(plan.nested.channels, np.int64)
+    index = {c: i for i, c in enumerate(plan.channels)}
+    parent = np.array([index[int(p)] for p in parent_of(fine)], np.int64)
+    return parent, fine - NEST * parent_of(fine)
+
+
 def sub_channelize(x_channels: np.ndarray, plan: ChannelPlan) -> np.ndarray:
     """The nested plan's input: each fine channel of ``plan.nested`` cut from its channel's series
     (``x_channels``, rows in ``plan.channels`` order) by the analysis at decimation :data:`NEST`,
     ``(len(plan.nested.channels), ceil(n_low / NEST))`` complex64 (the CUDA kernel for CuPy input)."""
-    fine = np.asarray(plan.nested.channels, np.int64)
-    index = {c: i for i, c in enumerate(plan.channels)}
-    parent = np.array([index[int(p)] for p in parent_of(fine)], np.int64)
-    sub = fine - NEST * parent_of(fine)
+    parent, sub = nested_sources(plan)
     if array_namespace(x_channels) is not np:
         from gwbatch.spiir._cuda_subbands import sub_channelize as on_gpu
 
@@ -505,7 +511,7 @@ def sub_channelize(x_channels: np.ndarray, plan: ChannelPlan) -> np.ndarray:
     xc = np.ascontiguousarray(x_channels, np.complex64)
     n_low = -(-xc.shape[1] // NEST)
     phase = np.exp(-1j * np.pi * np.outer(sub, np.arange(2 * NEST)) / NEST)
-    out = np.zeros((fine.size, n_low), np.complex64)
+    out = np.zeros((sub.size, n_low), np.complex64)
     with HOST_PARALLEL:
         _sub_channelize(xc, parent, p, phase.astype(np.complex64), NEST, out)
     return out
