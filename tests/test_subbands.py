@@ -475,6 +475,36 @@ def test_a_sub_band_bank_on_the_gpu_equals_the_cpu(subband_bank):
     assert (np.abs(z - twin) <= 1e-4 * np.abs(twin).max(axis=1, keepdims=True)).all()
 
 
+@pytest.mark.gpu
+def test_graphs_on_the_task_streams_of_threads_equal_the_launches(subband_bank, monkeypatch):
+    """Four threads, each on its task stream (as a GPU worker's), filter their own series with the
+    same bank three times (launched, captured, replayed): every output equals the launches one by
+    one bit for bit."""
+    cupy = pytest.importorskip("cupy")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gwbatch._xp import task_stream
+    from gwbatch.spiir import _cuda_subbands as K
+    from gwbatch.spiir.filtering import filter_templates
+
+    bank, _ = subband_bank
+    rng = np.random.default_rng(21)
+    xs = [cupy.asarray(rng.standard_normal(int(60 * FS)).astype(np.float32)) for _ in range(4)]
+    monkeypatch.setattr(K, "GRAPHS", False)
+    want = [cupy.asnumpy(filter_templates(x, bank, origin=5)) for x in xs]
+    monkeypatch.setattr(K, "GRAPHS", True)
+
+    def run(i):
+        with task_stream("cupy"):
+            return [cupy.asnumpy(filter_templates(xs[i], bank, origin=5)) for _ in range(3)]
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(run, range(4)))
+    for outs, w in zip(got, want):
+        for z in outs:
+            assert (z == w).all()
+
+
 @pytest.mark.slow
 def test_a_campaign_with_a_sub_band_bank_finds_its_injections(tmp_path):
     """The whole SPIIR search (triggers, chi-squared, coherent stage, background, report) with a bank
