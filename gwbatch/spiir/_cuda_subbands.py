@@ -68,6 +68,7 @@ import contextlib
 import functools
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
@@ -1287,9 +1288,10 @@ class GraphSpace:
             return entry.rows
 
     def _first_call(self, key, plan) -> bool:
-        if self.seen.get(key) is plan:
+        seen = self.seen.get(key)
+        if seen is not None and seen() is plan:
             return False
-        self.seen[key] = plan
+        self.seen[key] = weakref.ref(plan)  # a plan seen once is not kept alive for it
         while len(self.seen) > GRAPHS_KEPT:
             self.seen.popitem(last=False)
         return True
