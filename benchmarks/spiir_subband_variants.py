@@ -55,26 +55,6 @@ def _events_median(fn, n: int = 7) -> float:
     return float(np.median(times))
 
 
-def _wall_median(fn, n: int = 7, calls: int = 1) -> float:
-    """Median wall time (ms) per call of ``calls`` calls of ``fn`` in a row, the device synchronised
-    after them: the host's issue time counts where the GPU waits on it."""
-    import time
-
-    import cupy
-
-    fn()
-    fn()
-    cupy.cuda.Device().synchronize()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        cupy.cuda.Device().synchronize()
-        times.append((time.perf_counter() - t) * 1e3 / calls)
-    return float(np.median(times))
-
-
 def _module_from(path: str):
     spec = importlib.util.spec_from_file_location("cuda_subbands_before", path)
     module = importlib.util.module_from_spec(spec)
@@ -107,7 +87,7 @@ def _pipelined(x, plans, side):
 def main(argv=None) -> int:
     import cupy
 
-    from benchmarks.spiir_multirate import BANKS, _build, bank_region
+    from benchmarks.spiir_multirate import BANKS, _build, _gpu_median, bank_region
     from gwbatch.spiir import _cuda_subbands as K
     from gwbatch.spiir import subbands as S
 
@@ -182,12 +162,9 @@ def main(argv=None) -> int:
                          "rows_before": lambda: before.channel_rows_cuda(xc, plan),
                          "synthesis_before": lambda: before.synthesize_cuda(old_rows, plan, xc.shape[1], x.size)})
     out["rounds_ms"] = [{name: _events_median(fn) for name, fn in variants.items()} for _ in range(3)]
-    walls = {"whole": lambda: K.filter_subbands_cuda(x, plan),
-             "whole_launched": lambda: K.filter_subbands_cuda(x, plan, False)}
-    if before is not None:
-        walls["whole_before"] = lambda: before.filter_subbands_cuda(x, plan)
-    out["wall_ms"] = [{f"{name}{'' if calls == 1 else '_x4'}": _wall_median(fn, calls=calls)
-                       for name, fn in walls.items() for calls in (1, 4)} for _ in range(3)]
+    walls = [name for name in ("whole", "whole_launched", "whole_before") if name in variants]
+    out["wall_ms"] = [{f"{name}{'' if calls == 1 else '_x4'}": 1e3 * _gpu_median(variants[name], 7, calls)
+                       for name in walls for calls in (1, 4)} for _ in range(3)]
     space = K.graph_space(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
     out["graph_pool_bytes_per_template_sample"] = space.pool.total_bytes() / (args.templates * x.size)
     out["launches"] = {}

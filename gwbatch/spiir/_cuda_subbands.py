@@ -1155,15 +1155,17 @@ def channel_rows_cuda(xc, plan, streams: bool = True, only: int | None = None, t
 
     dp = device_plan(plan, ring)
     nested = plan.nested is not None and only is None
+    sub_dp = device_plan(plan.nested, ring) if nested else None
     xs_sub = sub_channelize(xc, plan) if nested else None
-    top_side = (side[: len(dp.launches)] if side is not None else dp.streams) if streams else None
+    top_side = sub_side = None
+    if streams:
+        side = side if side is not None else dp.streams + (sub_dp.streams if nested else ())
+        top_side, sub_side = side[: len(dp.launches)], side[len(dp.launches):]
     # the inputs the launches read stay referenced until the current stream has waited for them (the
     # memory pool would otherwise give their memory to the next allocation on the current stream)
     out, done, inputs = _launch_rows(xc, plan, dp, top_side, only, target, warmup)
     current = cupy.cuda.get_current_stream()
     if nested:
-        sub_dp = device_plan(plan.nested, ring)
-        sub_side = (side[len(dp.launches):] if side is not None else sub_dp.streams) if streams else None
         sub_rows, sub_done, sub_inputs = _launch_rows(xs_sub, plan.nested, sub_dp, sub_side, None, target, warmup)
         for event in done + sub_done:
             current.wait_event(event)
